@@ -1,0 +1,58 @@
+"""etils 1.14.0 + jax >= 0.10.2: `etils.enp` cannot describe an array any more.
+
+etils 1.14.0's `etils.enp.array_spec._is_jax_random_dtype` reads `jax._src.prng`, a
+private module that jax 0.10.2 removed. Anything that builds an `enp.ArraySpec`
+(a pipeline's element_spec, `kd.inspect`, the Trainer, ktyping's error report) then
+raises `AttributeError: module 'jax._src' has no attribute 'prng'`.
+etils 1.15.0 asks jax's public API instead (`jax.dtypes.prng_key`); so does this fix.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from compat import FixReport
+
+NAME = "etils-prng"
+
+
+def _public_is_jax_random_dtype(dtype: Any) -> bool:
+    # Same as etils 1.15.0: only consult jax if it is already imported.
+    from etils.enp import numpy_utils
+
+    lazy = numpy_utils.lazy
+    return lazy.has_jax and lazy.jax.dtypes.issubdtype(dtype, lazy.jax.dtypes.prng_key)
+
+
+def problem(is_jax_random_dtype: Callable[[Any], bool]) -> str | None:
+    """Why `is_jax_random_dtype` is broken, or None if it behaves correctly."""
+    import jax
+    import numpy as np
+
+    try:
+        if is_jax_random_dtype(np.dtype("float32")):
+            return "it calls float32 a PRNG key dtype"
+        if not is_jax_random_dtype(jax.random.key(0).dtype):
+            return "it does not recognise a jax PRNG key dtype"
+    except Exception as e:  # noqa: BLE001 - any exception is the breakage we look for
+        return f"{type(e).__name__}: {e}"
+    return None
+
+
+def apply() -> FixReport:
+    import jax  # noqa: F401 - etils only consults jax once it is imported
+    from etils.enp import array_spec
+
+    found = problem(array_spec._is_jax_random_dtype)
+    if found is None:
+        return FixReport(NAME, applied=False, reason="etils.enp.array_spec._is_jax_random_dtype works")
+    array_spec._is_jax_random_dtype = _public_is_jax_random_dtype
+    left = problem(array_spec._is_jax_random_dtype)
+    if left is not None:
+        return FixReport(NAME, applied=False, ok=False, reason=f"patch did not help: {left}")
+    return FixReport(
+        NAME,
+        applied=True,
+        reason=f"etils.enp.array_spec._is_jax_random_dtype raised {found}; "
+        "now uses jax.dtypes.prng_key as etils 1.15.0 does",
+    )
