@@ -1,0 +1,229 @@
+"""The section registry: what the sections are, how to pick them, how one runs.
+
+A section is a function in `sections/sNN_<slug>.py` decorated with `@section(...)`.
+The catalog is read from those decorators with `ast`, without importing anything, so a
+run imports only the modules of the sections it selected (`kontext` alone must not pay
+for TensorFlow, which `kd.train` imports).
+
+A section function takes a `Lesson`, prints what it teaches, checks every claim with
+`lesson.check*` (a failed check fails the section) and returns a one-line summary built
+from the values it measured.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import importlib
+import inspect
+import math
+import pathlib
+import textwrap
+import time
+import traceback
+from typing import Any, Callable
+
+SECTIONS_DIR = pathlib.Path(__file__).resolve().parent
+SECTION_FILES = "s[0-9][0-9]_*.py"
+# How many innermost frames of an unexpected error are shown under its section.
+SHORT_TRACEBACK_FRAMES = 3
+
+
+@dataclasses.dataclass(frozen=True)
+class SectionInfo:
+    number: int
+    slug: str
+    title: str
+    trains: bool
+    module: str
+
+
+class CheckFailed(AssertionError):
+    """A claim the lesson makes is not what the library does."""
+
+
+class SkipSection(Exception):
+    """The section cannot run here (the message says why); it is not a failure."""
+
+
+class SelectionError(ValueError):
+    """A section selector matched nothing, or more than one section."""
+
+
+class Lesson:
+    """What a section function gets: its own workdir, checks, and a place for facts."""
+
+    def __init__(self, workdir: pathlib.Path):
+        self.workdir = workdir
+        self.facts: dict[str, Any] = {}
+
+    def fact(self, name: str, value: Any) -> Any:
+        """Records a verified value for the JSON results, and returns it."""
+        self.facts[name] = value
+        return value
+
+    def check(self, condition: Any, claim: str) -> None:
+        if not condition:
+            raise CheckFailed(f"not true: {claim}")
+
+    def check_equal(self, actual: Any, expected: Any, what: str) -> None:
+        if actual != expected:
+            raise CheckFailed(f"{what}: expected {expected!r}, got {actual!r}")
+
+    def check_close(
+        self, actual: float, expected: float, what: str, *, rel: float = 1e-6, abs: float = 0.0
+    ) -> None:
+        if not math.isclose(actual, expected, rel_tol=rel, abs_tol=abs):
+            raise CheckFailed(f"{what}: expected {expected!r} (rel {rel}, abs {abs}), got {actual!r}")
+
+    def check_raises(self, exception: type[BaseException], fn: Callable[[], Any], what: str):
+        """Calls fn, checks it raises `exception`, and returns the exception."""
+        try:
+            fn()
+        except exception as e:
+            return e
+        raise CheckFailed(f"{what}: expected {exception.__name__}, nothing was raised")
+
+
+@dataclasses.dataclass
+class SectionResult:
+    number: int
+    slug: str
+    title: str
+    status: str  # "passed", "failed" or "skipped"
+    seconds: float
+    summary: str
+    facts: dict[str, Any]
+    # For a failure: {"type", "message", "short_traceback", "traceback"}.
+    error: dict[str, str] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+# slug -> function, filled by `@section` as the selected modules are imported.
+_FUNCTIONS: dict[str, Callable[[Lesson], str]] = {}
+
+
+def section(number: int, slug: str, title: str, *, trains: bool = False):
+    """Registers a lesson. Arguments must be literals: the catalog reads them with ast."""
+
+    def register(fn: Callable[[Lesson], str]) -> Callable[[Lesson], str]:
+        if slug in _FUNCTIONS and _FUNCTIONS[slug] is not fn:
+            raise ValueError(f"section {slug!r} is registered twice")
+        fn.section_info = (number, slug, title, trains)
+        _FUNCTIONS[slug] = fn
+        return fn
+
+    return register
+
+
+def _decorator_arguments(tree: ast.Module) -> list[tuple[Any, ...]]:
+    """The (number, slug, title, trains) of every `@section(...)` in a module."""
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.FunctionDef):
+            continue
+        for deco in node.decorator_list:
+            if not (isinstance(deco, ast.Call) and getattr(deco.func, "id", None) == "section"):
+                continue
+            args = [ast.literal_eval(a) for a in deco.args]
+            kwargs = {k.arg: ast.literal_eval(k.value) for k in deco.keywords}
+            number, slug, title = (args + [kwargs.get(k) for k in ("number", "slug", "title")])[:3]
+            found.append((number, slug, title, bool(kwargs.get("trains", False))))
+    return found
+
+
+def catalog() -> list[SectionInfo]:
+    """Every section, in number order, read from the section files without importing them."""
+    infos = []
+    for path in sorted(SECTIONS_DIR.glob(SECTION_FILES)):
+        for number, slug, title, trains in _decorator_arguments(ast.parse(path.read_text())):
+            infos.append(SectionInfo(number, slug, title, trains, f"sections.{path.stem}"))
+    infos.sort(key=lambda info: info.number)
+    for key in ("number", "slug"):
+        values = [getattr(info, key) for info in infos]
+        duplicates = {v for v in values if values.count(v) > 1}
+        if duplicates:
+            raise ValueError(f"duplicate section {key}s: {sorted(duplicates)}")
+    return infos
+
+
+def describe(infos: list[SectionInfo]) -> str:
+    return ", ".join(f"{info.number} {info.slug}" for info in infos)
+
+
+def select(infos: list[SectionInfo], selectors: list[str]) -> list[SectionInfo]:
+    """Sections by number, slug or unique slug prefix, in the order asked, without repeats."""
+    chosen: list[SectionInfo] = []
+    for selector in selectors:
+        wanted = selector.strip().lower()
+        if not wanted:
+            raise SelectionError(f"empty section name; valid sections: {describe(infos)}")
+        if wanted.isdigit():
+            matches = [i for i in infos if i.number == int(wanted)]
+        else:
+            matches = [i for i in infos if i.slug == wanted] or [
+                i for i in infos if i.slug.startswith(wanted)
+            ]
+        if not matches:
+            raise SelectionError(f"unknown section {selector!r}; valid sections: {describe(infos)}")
+        if len(matches) > 1:
+            raise SelectionError(
+                f"ambiguous section {selector!r} (matches {describe(matches)}); "
+                f"valid sections: {describe(infos)}"
+            )
+        if matches[0] not in chosen:
+            chosen.append(matches[0])
+    return chosen
+
+
+def _error(e: BaseException) -> dict[str, str]:
+    frames = traceback.extract_tb(e.__traceback__)
+    short = "".join(traceback.format_list(frames[-SHORT_TRACEBACK_FRAMES:]))
+    return {
+        "type": type(e).__name__,
+        "message": str(e).strip().splitlines()[0] if str(e).strip() else "",
+        "short_traceback": short,
+        "traceback": "".join(traceback.format_exception(type(e), e, e.__traceback__)),
+    }
+
+
+def run(info: SectionInfo, workdir: pathlib.Path) -> SectionResult:
+    """Imports the section's module, runs its lesson in `workdir`, and records the outcome.
+
+    KeyboardInterrupt is not caught: the driver handles it for the whole run.
+    """
+    start = time.perf_counter()
+    lesson = Lesson(workdir)
+    status, summary, error = "passed", "", None
+    try:
+        workdir.mkdir(parents=True, exist_ok=True)
+        module = importlib.import_module(info.module)
+        print(textwrap.indent(inspect.cleandoc(module.__doc__ or ""), "  ") + "\n")
+        fn = _FUNCTIONS.get(info.slug)
+        if fn is None:
+            raise LookupError(f"{info.module} did not register section {info.slug!r}")
+        summary = fn(lesson) or ""
+    except SkipSection as e:
+        status, summary = "skipped", str(e)
+    except Exception as e:  # noqa: BLE001 - one section's failure never stops the run
+        status, error = "failed", _error(e)
+        summary = f"{error['type']}: {error['message']}"
+    return SectionResult(
+        number=info.number,
+        slug=info.slug,
+        title=info.title,
+        status=status,
+        seconds=round(time.perf_counter() - start, 3),
+        summary=summary,
+        facts=lesson.facts,
+        error=error,
+    )
+
+
+def missing_requirements() -> list[str]:
+    """Top-level packages the lessons need that are not installed (checked without importing)."""
+    import importlib.util
+
+    return [name for name in ("kauldron", "jax", "flax", "optax") if importlib.util.find_spec(name) is None]

@@ -1,0 +1,213 @@
+"""Kauldron, section by section: every lesson prints what it shows and checks it.
+
+    python tutorial.py                  # every section, in order
+    python tutorial.py 3 ktyping        # some sections, by number, slug or slug prefix
+    python tutorial.py --list           # what there is
+    python tutorial.py --help           # every option
+
+This file is the driver: it parses the command line, applies the compat fixes, runs the
+selected sections in their own workdirs and reports. It knows nothing about Kauldron; the
+lessons live in `sections/`.
+"""
+
+# Kept runnable on old Pythons up to the version check, so that they get one clear line.
+import sys
+
+MIN_PYTHON = (3, 11)
+if sys.version_info < MIN_PYTHON:
+    sys.stderr.write(
+        "tutorial.py: needs Python >= %d.%d (Kauldron does); this is Python %s. See README.md.\n"
+        % (MIN_PYTHON + (sys.version.split()[0],))
+    )
+    sys.exit(2)
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import os  # noqa: E402
+import pathlib  # noqa: E402
+import shutil  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+
+from sections import registry  # noqa: E402
+
+INSTALL_COMMAND = "python3 -m venv .venv && .venv/bin/pip install -r requirements.txt"
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+RULE = "=" * 78
+
+
+class UsageError(Exception):
+    """A bad command line: reported as one line, exit status 2, nothing run."""
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="tutorial.py",
+        description="Kauldron, section by section. Each section prints a lesson and checks it "
+        "against the installed library.",
+    )
+    parser.add_argument(
+        "sections", nargs="*", metavar="SECTION",
+        help="section number, slug or unique slug prefix (default: all, in order)",
+    )
+    parser.add_argument("--list", action="store_true", help="list the sections and exit")
+    parser.add_argument("--json", metavar="PATH", help="write machine-readable results to PATH")
+    parser.add_argument(
+        "--workdir", metavar="DIR",
+        help="root for everything the run writes (default: a fresh temporary directory, "
+        "removed at the end unless --keep)",
+    )
+    parser.add_argument("--keep", action="store_true", help="keep the temporary workdir")
+    parser.add_argument(
+        "--no-compat", action="store_true",
+        help="skip the compat fixes (to see what they fix)",
+    )
+    return parser.parse_args(argv)
+
+
+def print_list(infos: list[registry.SectionInfo]) -> None:
+    width = max(len(info.slug) for info in infos)
+    for info in infos:
+        kind = "trains" if info.trains else "light"
+        print(f"{info.number:>3}  {info.slug:<{width}}  {kind:<6}  {info.title}")
+
+
+def check_json_path(path: str) -> pathlib.Path:
+    """Refuses a results path we could not write, before anything runs."""
+    target = pathlib.Path(path)
+    if target.is_dir():
+        raise UsageError(f"--json {path}: is a directory")
+    existed = target.exists()
+    try:
+        with open(target, "a"):
+            pass
+    except OSError as e:
+        raise UsageError(f"--json {path}: cannot write there ({e.strerror})") from None
+    if not existed:
+        target.unlink()
+    return target
+
+
+def prepare_workdir(path: str | None, keep: bool) -> tuple[pathlib.Path, bool]:
+    """The run's root directory, and whether to remove it at the end."""
+    if path is None:
+        return pathlib.Path(tempfile.mkdtemp(prefix="kauldron-tutorial-")), not keep
+    root = pathlib.Path(path).resolve()
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=root):
+            pass
+    except OSError as e:
+        raise UsageError(f"--workdir {path}: cannot create or write it ({e.strerror})") from None
+    return root, False
+
+
+def write_json(path: pathlib.Path, results: dict) -> None:
+    # Write beside the target and rename, so a reader never sees half a file.
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(results, indent=2, default=str) + "\n")
+    os.replace(tmp, path)
+
+
+def print_header(versions: dict, devices: list, fixes: list, workdir: pathlib.Path, removed: bool):
+    print(RULE)
+    print("Kauldron tutorial")
+    print(" | ".join(f"{name} {version}" for name, version in versions.items()))
+    print(f"devices: {', '.join(devices)}")
+    for fix in fixes:
+        print(f"compat {fix.line()}")
+    print(f"workdir: {workdir}" + (" (removed at the end; --keep keeps it)" if removed else ""))
+
+
+def print_result(result: registry.SectionResult) -> None:
+    if result.status == "failed":
+        print(f"-> FAILED ({result.seconds:.1f} s): {result.summary}")
+        if result.error["type"] != registry.CheckFailed.__name__:
+            print("   last frames:")
+            print("   " + result.error["short_traceback"].rstrip().replace("\n", "\n   "))
+    else:
+        print(f"-> {result.status} ({result.seconds:.1f} s): {result.summary}")
+
+
+def print_summary(results: list[registry.SectionResult], totals: dict) -> None:
+    print(f"\n{RULE}\nSUMMARY\n{RULE}")
+    for r in results:
+        summary = r.summary if len(r.summary) <= 100 else r.summary[:97] + "..."
+        print(f"{r.number:>3}  {r.title:<58.58}  {r.status:<7}  {r.seconds:>6.1f} s  {summary}")
+    print(
+        f"{totals['passed']} passed, {totals['failed']} failed, {totals['skipped']} skipped"
+        f" in {totals['seconds']:.1f} s"
+    )
+
+
+def main(argv: list[str]) -> int:
+    sys.stdout.reconfigure(line_buffering=True)
+    args = parse_args(argv)
+    try:
+        infos = registry.catalog()
+        if args.list:
+            print_list(infos)
+            return EXIT_OK
+        chosen = registry.select(infos, args.sections) if args.sections else infos
+        json_path = check_json_path(args.json) if args.json else None
+        missing = registry.missing_requirements()
+        if missing:
+            raise UsageError(
+                f"{', '.join(missing)} not installed; set up with: {INSTALL_COMMAND} (see README.md)"
+            )
+        workdir, remove_workdir = prepare_workdir(args.workdir, args.keep)
+    except (UsageError, registry.SelectionError) as e:
+        print(f"tutorial.py: {e}", file=sys.stderr)
+        return EXIT_USAGE
+
+    start = time.perf_counter()
+    results: list[registry.SectionResult] = []
+    report = {"versions": {}, "devices": [], "compat": [], "interrupted": False,
+              "workdir": str(workdir), "sections": [], "totals": {}}
+    try:
+        # The fixes go in before any section imports Kauldron.
+        import compat
+        from compat import environment
+
+        fixes = compat.skipped_all() if args.no_compat else compat.apply_all()
+        report["versions"] = environment.versions()
+        report["devices"] = environment.devices()
+        report["compat"] = [
+            {"name": f.name, "applied": f.applied, "ok": f.ok, "reason": f.reason} for f in fixes
+        ]
+        print_header(report["versions"], report["devices"], fixes, workdir, remove_workdir)
+        for info in chosen:
+            print(f"\n{RULE}\n{info.number}. {info.title}  [{info.slug}]\n{RULE}")
+            result = registry.run(info, workdir / f"{info.number:02d}-{info.slug}")
+            results.append(result)
+            print_result(result)
+    except KeyboardInterrupt:
+        report["interrupted"] = True
+        print("\ninterrupted")
+    finally:
+        done = {r.slug for r in results}
+        for info in chosen:
+            if info.slug not in done:
+                results.append(registry.SectionResult(
+                    info.number, info.slug, info.title, "skipped", 0.0,
+                    "not run: interrupted", {}))
+        totals = {status: sum(r.status == status for r in results)
+                  for status in ("passed", "failed", "skipped")}
+        totals["seconds"] = round(time.perf_counter() - start, 3)
+        report["sections"] = [r.to_json() for r in results]
+        report["totals"] = totals
+        print_summary(results, totals)
+        if json_path:
+            write_json(json_path, report)
+            print(f"results: {json_path}")
+        if remove_workdir:
+            shutil.rmtree(workdir, ignore_errors=True)
+        elif not report["interrupted"] or args.keep:
+            print(f"workdir kept: {workdir}")
+    if report["interrupted"]:
+        return EXIT_INTERRUPTED
+    return EXIT_FAILED if totals["failed"] else EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
