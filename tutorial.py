@@ -172,9 +172,7 @@ def main(argv: list[str]) -> int:
         fixes = compat.skipped_all() if args.no_compat else compat.apply_all()
         report["versions"] = environment.versions()
         report["devices"] = environment.devices()
-        report["compat"] = [
-            {"name": f.name, "applied": f.applied, "ok": f.ok, "reason": f.reason} for f in fixes
-        ]
+        report["compat"] = [fix.to_json() for fix in fixes]
         print_header(report["versions"], report["devices"], fixes, workdir, remove_workdir)
         for info in chosen:
             print(f"\n{RULE}\n{info.number}. {info.title}  [{info.slug}]\n{RULE}")

@@ -10,18 +10,29 @@ from __future__ import annotations
 import dataclasses
 
 
+STATES = ("applied", "not needed", "skipped", "failed")
+
+
 @dataclasses.dataclass(frozen=True)
 class FixReport:
     name: str
-    applied: bool
-    reason: str
-    # False only when a patch was needed and did not work: the run goes on, but the
+    # "failed" means the patch was needed and did not work: the run goes on, but the
     # sections that depend on the fix will fail, and the header says why.
-    ok: bool = True
+    state: str
+    reason: str
+
+    def __post_init__(self):
+        assert self.state in STATES, self.state
+
+    @property
+    def applied(self) -> bool:
+        return self.state == "applied"
 
     def line(self) -> str:
-        state = "applied" if self.applied else ("not needed" if self.ok else "FAILED")
-        return f"{self.name}: {state} ({self.reason})"
+        return f"{self.name}: {self.state} ({self.reason})"
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "applied": self.applied, "state": self.state, "reason": self.reason}
 
 
 def apply_all() -> list[FixReport]:
@@ -35,4 +46,4 @@ def skipped_all() -> list[FixReport]:
     """What `--no-compat` reports: every fix left out, on request."""
     from compat import etils_prng
 
-    return [FixReport(etils_prng.NAME, applied=False, reason="skipped: --no-compat")]
+    return [FixReport(etils_prng.NAME, "skipped", "--no-compat")]

@@ -45,14 +45,16 @@ def apply() -> FixReport:
 
     found = problem(array_spec._is_jax_random_dtype)
     if found is None:
-        return FixReport(NAME, applied=False, reason="etils.enp.array_spec._is_jax_random_dtype works")
+        return FixReport(NAME, "not needed", "etils.enp.array_spec._is_jax_random_dtype works")
+    original = array_spec._is_jax_random_dtype
     array_spec._is_jax_random_dtype = _public_is_jax_random_dtype
     left = problem(array_spec._is_jax_random_dtype)
     if left is not None:
-        return FixReport(NAME, applied=False, ok=False, reason=f"patch did not help: {left}")
+        array_spec._is_jax_random_dtype = original
+        return FixReport(NAME, "failed", f"broken ({found}) and the patch did not help: {left}")
     return FixReport(
         NAME,
-        applied=True,
-        reason=f"etils.enp.array_spec._is_jax_random_dtype raised {found}; "
+        "applied",
+        f"etils.enp.array_spec._is_jax_random_dtype was broken ({found}); "
         "now uses jax.dtypes.prng_key as etils 1.15.0 does",
     )
