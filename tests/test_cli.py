@@ -1,0 +1,146 @@
+"""What a user sees from the command line: listing, choosing sections, errors, exit codes, JSON."""
+
+import subprocess
+import sys
+
+import pytest
+from conftest import ROOT
+
+from sections import registry
+
+CATALOG = registry.catalog()
+SLUGS = [info.slug for info in CATALOG]
+
+
+def test_list_shows_number_slug_kind_and_title(tutorial):
+    run = tutorial("--list", with_json=False)
+    assert run.returncode == 0
+    lines = run.stdout.strip().splitlines()
+    assert len(lines) == len(CATALOG)
+    for line, info in zip(lines, CATALOG):
+        number, slug, kind, title = line.split(maxsplit=3)
+        assert (int(number), slug, title) == (info.number, info.slug, info.title)
+        assert kind == ("trains" if info.trains else "light")
+
+
+def test_catalog_is_numbered_from_one_without_gaps():
+    assert [info.number for info in CATALOG] == list(range(1, len(CATALOG) + 1))
+    assert SLUGS[:4] == ["konfig", "ref", "kontext", "ktyping"]
+
+
+@pytest.mark.parametrize(
+    "selectors, expected",
+    [
+        (["3"], ["kontext"]),
+        (["kontext"], ["kontext"]),
+        (["kty"], ["ktyping"]),  # a unique prefix
+        (["ref", "1", "konfig"], ["ref", "konfig"]),  # asked order, no repeats
+    ],
+)
+def test_selectors_run_exactly_the_chosen_sections(tutorial, selectors, expected):
+    run = tutorial(*selectors)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert [s["slug"] for s in run.results["sections"]] == expected
+
+
+@pytest.mark.parametrize("selector, problem", [
+    ("nosuch", "unknown section 'nosuch'"),
+    ("99", "unknown section '99'"),
+    ("kon", "ambiguous section 'kon'"),
+    ("", "empty section name"),
+])
+def test_bad_selector_is_one_line_exit_2_and_nothing_runs(tutorial, selector, problem):
+    run = tutorial(selector)
+    assert run.returncode == 2
+    assert run.stdout == ""
+    assert run.results is None  # nothing ran, so no results were written
+    lines = run.stderr.strip().splitlines()
+    assert len(lines) == 1, run.stderr
+    assert problem in lines[0]
+    assert "valid sections: 1 konfig, 2 ref, 3 kontext, 4 ktyping" in lines[0]
+
+
+def test_unknown_flag_gets_argparse_usage_and_exit_2(tutorial):
+    run = tutorial("--frobnicate", with_json=False)
+    assert run.returncode == 2
+    assert run.stderr.startswith("usage: tutorial.py")
+    assert "unrecognized arguments: --frobnicate" in run.stderr
+    assert "Traceback" not in run.stderr
+
+
+def test_unwritable_json_path_is_refused_before_running(tutorial, tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    run = tutorial("kontext", "--json", str(blocker / "r.json"), with_json=False)
+    assert run.returncode == 2
+    assert run.stdout == ""
+    assert run.stderr.count("\n") == 1 and "--json" in run.stderr
+
+
+def test_unusable_workdir_is_refused(tutorial, tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    run = tutorial("kontext", "--workdir", str(blocker / "sub"))
+    assert run.returncode == 2
+    assert run.stdout == ""
+    assert run.stderr.count("\n") == 1 and "--workdir" in run.stderr
+
+
+def test_json_schema(tutorial):
+    run = tutorial("konfig", "kontext")
+    assert run.returncode == 0
+    r = run.results
+    assert {"versions", "compat", "interrupted", "sections", "totals"} <= set(r)
+    assert {"python", "kauldron", "jax", "jaxlib", "flax", "optax", "etils", "numpy"} <= set(r["versions"])
+    assert r["interrupted"] is False
+    assert [set(fix) >= {"name", "applied", "reason"} for fix in r["compat"]] == [True]
+    for s in r["sections"]:
+        assert set(s) >= {"number", "slug", "title", "status", "seconds", "summary", "facts", "error"}
+        assert s["status"] == "passed" and s["error"] is None and s["facts"]
+    assert r["totals"]["passed"] == 2
+    assert r["totals"]["failed"] == r["totals"]["skipped"] == 0
+    assert r["totals"]["seconds"] > 0
+
+
+def test_header_reports_versions_devices_and_each_compat_fix(tutorial):
+    run = tutorial("kontext")
+    header = run.stdout.split("\n\n")[0]
+    for package in ("python", "kauldron", "jax", "jaxlib", "flax", "optax", "etils", "numpy"):
+        assert f"{package} {run.results['versions'][package]}" in header
+    assert "devices: cpu:0" in header
+    assert "compat etils-prng: " in header
+    assert ("applied" in header) or ("not needed" in header)
+
+
+def test_no_compat_is_reported(tutorial):
+    run = tutorial("konfig", "--no-compat")
+    assert run.results["compat"] == [
+        {"name": "etils-prng", "applied": False, "state": "skipped", "reason": "--no-compat"}
+    ]
+    assert "compat etils-prng: skipped (--no-compat)" in run.stdout
+
+
+def test_default_workdir_is_fresh_and_removed(tutorial):
+    first, second = tutorial("kontext"), tutorial("kontext")
+    dirs = [r.results["workdir"] for r in (first, second)]
+    assert dirs[0] != dirs[1]
+    assert not any(__import__("os").path.exists(d) for d in dirs)
+
+
+def test_kept_workdir_holds_one_directory_per_section(tutorial, tmp_path):
+    run = tutorial("ref", "kontext", "--workdir", str(tmp_path / "wd"))
+    assert run.returncode == 0
+    assert sorted(p.name for p in (tmp_path / "wd").iterdir()) == ["02-ref", "03-kontext"]
+
+
+def test_kontext_alone_does_not_import_tensorflow(tmp_path):
+    code = (
+        "import sys, tutorial\n"
+        f"rc = tutorial.main(['kontext', '--json', {str(tmp_path / 'r.json')!r}])\n"
+        "heavy = [m for m in ('tensorflow', 'kauldron.typing', 'kauldron.train') if m in sys.modules]\n"
+        "print('HEAVY', heavy)\n"
+        "sys.exit(rc)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "HEAVY []" in proc.stdout
