@@ -189,6 +189,12 @@ def _error(e: BaseException) -> dict[str, str]:
     }
 
 
+def lesson_text(module) -> str:
+    """A section module's docstring without its first line (the title, printed above it)."""
+    doc = inspect.cleandoc(module.__doc__ or "")
+    return doc.split("\n\n", 1)[1] if "\n\n" in doc else ""
+
+
 def run(info: SectionInfo, workdir: pathlib.Path) -> SectionResult:
     """Imports the section's module, runs its lesson in `workdir`, and records the outcome.
 
@@ -200,7 +206,7 @@ def run(info: SectionInfo, workdir: pathlib.Path) -> SectionResult:
     try:
         workdir.mkdir(parents=True, exist_ok=True)
         module = importlib.import_module(info.module)
-        print(textwrap.indent(inspect.cleandoc(module.__doc__ or ""), "  ") + "\n")
+        print(textwrap.indent(lesson_text(module), "  ") + "\n")
         fn = _FUNCTIONS.get(info.slug)
         if fn is None:
             raise LookupError(f"{info.module} did not register section {info.slug!r}")
