@@ -1,0 +1,90 @@
+"""What several lessons share: one small synthetic regression problem, and its parts.
+
+16 features -> 1 target, y = x @ w + noise with fixed seeds (the original guide's data):
+512 training rows, 128 evaluation rows. The model, loss and metric are the ones the lessons
+teach. This is a real importable module, not `__main__`, so a config can name anything
+here with `konfig.imports()` and a separate process can rebuild it from the config.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable
+
+import flax
+import flax.linen as nn
+import jax.numpy as jnp
+import numpy as np
+from kauldron import kd, kontext
+from kauldron import ktyping as kt
+
+FEATURES = 16
+ROWS = {"train": 512, "eval": 128}
+BATCH_SIZE = 32
+_TRUE_WEIGHTS = np.random.default_rng(7).normal(size=(FEATURES, 1)).astype("float32")
+
+
+def make_data(split: str) -> dict[str, np.ndarray]:
+    """The rows of one split: {"x": f32[n 16], "y": f32[n 1]}, the same on every call."""
+    rng = np.random.default_rng({"train": 0, "eval": 1}[split])
+    x = rng.normal(size=(ROWS[split], FEATURES)).astype("float32")
+    y = (x @ _TRUE_WEIGHTS + 0.1 * rng.normal(size=(ROWS[split], 1))).astype("float32")
+    return {"x": x, "y": y}
+
+
+def make_loader(split: str) -> Callable[[], dict[str, np.ndarray]]:
+    """A loader for `kd.data.InMemoryPipeline`: any callable returning an array tree."""
+    return lambda: make_data(split)
+
+
+class MLP(nn.Module):
+    """Dense `enc` -> relu -> Dense `out`. Its input is a kontext key, not an argument name."""
+
+    inputs: kontext.Key = kontext.REQUIRED
+    hidden: int = 32
+
+    @nn.compact
+    def __call__(self, inputs: kt.Float["*b f"]) -> dict[str, kt.Float["*b 1"]]:
+        h = nn.relu(nn.Dense(self.hidden, name="enc")(inputs))
+        return {"y": nn.Dense(1, name="out")(h)}
+
+
+@dataclasses.dataclass(eq=True, frozen=True, kw_only=True)
+class LogCosh(kd.losses.Loss):
+    """log(cosh(preds - targets)): quadratic near zero, linear in the tails.
+
+    `kd.losses.Loss` does the rest: masking, averaging into a mergeable state, `weight`.
+    """
+
+    preds: kontext.Key = kontext.REQUIRED
+    targets: kontext.Key = kontext.REQUIRED
+
+    @kt.typechecked
+    def get_values(self, preds: kt.Float["*a"], targets: kt.Float["*a"]) -> kt.Float["*a"]:
+        return jnp.log(jnp.cosh(preds - targets))
+
+
+@dataclasses.dataclass(eq=True, frozen=True, kw_only=True)
+class WithinTol(kd.metrics.Metric):
+    """The fraction of predictions within `tol` of their target, over every batch seen."""
+
+    preds: kontext.Key = kontext.REQUIRED
+    targets: kontext.Key = kontext.REQUIRED
+    tol: float = 0.25
+
+    @flax.struct.dataclass
+    class State(kd.metrics.AutoState):
+        # sum_field: merged by adding. Numerator and denominator are kept apart, so the
+        # merged ratio is the pooled one, whatever the batch sizes were.
+        n_hit: kt.Float[""] = kd.metrics.sum_field()
+        n_total: kt.Float[""] = kd.metrics.sum_field()
+
+        def compute(self) -> kt.Float[""]:
+            # A jax scalar, not a numpy one: Kauldron 1.4.2-1.4.4's checkpointer writes the
+            # metrics it logs as JSON and rejects numpy scalars.
+            return jnp.asarray(self.n_hit) / jnp.maximum(jnp.asarray(self.n_total), 1.0)
+
+    @kt.typechecked
+    def get_state(self, preds: kt.Float["*a"], targets: kt.Float["*a"]) -> WithinTol.State:
+        hit = (jnp.abs(preds - targets) < self.tol).astype(jnp.float32)
+        return self.State(n_hit=hit.sum(), n_total=jnp.asarray(hit.size, jnp.float32))
