@@ -9,13 +9,14 @@ here with `konfig.imports()` and a separate process can rebuild it from the conf
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable
+import json
+from typing import Any, Callable
 
 import flax
 import flax.linen as nn
 import jax.numpy as jnp
 import numpy as np
-from kauldron import kd, kontext
+from kauldron import kd, konfig, kontext
 from kauldron import ktyping as kt
 
 FEATURES = 16
@@ -88,3 +89,23 @@ class WithinTol(kd.metrics.Metric):
     def get_state(self, preds: kt.Float["*a"], targets: kt.Float["*a"]) -> WithinTol.State:
         hit = (jnp.abs(preds - targets) < self.tol).astype(jnp.float32)
         return self.State(n_hit=hit.sum(), n_total=jnp.asarray(hit.size, jnp.float32))
+
+
+def as_flag(path: str, value: Any) -> str:
+    """The command-line flag that makes the same override: `--cfg.<path>=<value>`.
+
+    A config value (a recorded call) becomes a `py::` expression, which
+    `python -m kauldron.main` parses back into the same ConfigDict.
+    """
+    if isinstance(value, konfig.ConfigDict):
+        return f"--cfg.{path}=py::{_as_call(json.loads(value.to_json()))}"
+    return f"--cfg.{path}={value}"
+
+
+def _as_call(node: Any) -> str:
+    if not (isinstance(node, dict) and "__qualname__" in node):
+        return repr(node)
+    module, name = node["__qualname__"].split(":")
+    args = [_as_call(v) for k, v in node.items() if k.isdigit()]
+    args += [f"{k}={_as_call(v)}" for k, v in node.items() if not k.isdigit() and k != "__qualname__"]
+    return f"{module}.{name}({', '.join(args)})"
