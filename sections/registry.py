@@ -200,6 +200,9 @@ def run(info: SectionInfo, workdir: pathlib.Path) -> SectionResult:
 
     KeyboardInterrupt is not caught: the driver handles it for the whole run.
     """
+    from sections import runtime
+
+    runtime.prepare()  # once per process, before the first lesson imports its libraries
     start = time.perf_counter()
     lesson = Lesson(workdir)
     status, summary, error = "passed", "", None

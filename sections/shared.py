@@ -9,7 +9,9 @@ here with `konfig.imports()` and a separate process can rebuild it from the conf
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
+import pathlib
 from typing import Any, Callable
 
 import flax
@@ -109,3 +111,46 @@ def _as_call(node: Any) -> str:
     args = [_as_call(v) for k, v in node.items() if k.isdigit()]
     args += [f"{k}={_as_call(v)}" for k, v in node.items() if not k.isdigit() and k != "__qualname__"]
     return f"{module}.{name}({', '.join(args)})"
+
+
+@dataclasses.dataclass(frozen=True)
+class RegressionRows:
+    """The rows of one split as a PyGrain random-access data source (`len` and `[i]`).
+
+    For `kd.data.py.DataSource`, whose iterator position goes into the checkpoint. Frozen,
+    so the pipeline holding it stays hashable like every Kauldron config object.
+    """
+
+    split: str
+
+    @functools.cached_property
+    def _data(self) -> dict[str, np.ndarray]:
+        return make_data(self.split)
+
+    def __len__(self) -> int:
+        return ROWS[self.split]
+
+    def __getitem__(self, index: int) -> dict[str, np.ndarray]:
+        return {key: value[index] for key, value in self._data.items()}
+
+
+def event_files(workdir: str | pathlib.Path, collection: str) -> list[pathlib.Path]:
+    """The TensorBoard event files Kauldron wrote for a collection (`train`, or an
+    evaluator's name), oldest first: each `train()` call starts a new one."""
+    return sorted(pathlib.Path(workdir, collection).glob("events.out.tfevents.*"))
+
+
+def read_scalars(*paths: pathlib.Path) -> dict[int, dict[str, float]]:
+    """{step: {tag: value}} from event files; a step logged twice keeps its last value."""
+    from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+    from tensorboard.util import tensor_util
+
+    scalars: dict[int, dict[str, float]] = {}
+    for path in paths:
+        for event in EventFileLoader(str(path)).Load():
+            for value in event.summary.value:
+                if value.HasField("tensor"):
+                    array = tensor_util.make_ndarray(value.tensor)
+                    if array.ndim == 0 and array.dtype.kind in "fiu":
+                        scalars.setdefault(int(event.step), {})[value.tag] = float(array)
+    return scalars

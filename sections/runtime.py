@@ -1,0 +1,26 @@
+"""Process-wide settings the lessons need before jax, TensorFlow or tqdm start.
+
+Called once by the registry before the first section module is imported.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+
+
+@functools.cache
+def prepare() -> None:
+    # Kauldron draws tqdm bars for training and evaluation, and has no option to turn them
+    # off. In a log file they are a flood of carriage returns: keep them for terminals only.
+    # tqdm reads this when it is imported, so it must be set before Kauldron imports it.
+    if not sys.stderr.isatty():
+        os.environ.setdefault("TQDM_DISABLE", "1")
+    # TensorFlow's C++ INFO and WARNING lines (CPU feature guards, missing CUDA).
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+    from absl import logging as absl_logging
+
+    # Kauldron and Orbax log through absl; INFO is hundreds of lines per training run.
+    absl_logging.set_verbosity(absl_logging.WARNING)
