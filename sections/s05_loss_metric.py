@@ -69,9 +69,21 @@ def lesson(lesson: Lesson) -> str:
     lesson.fact("mean_of_rates", mean_of_rates)
     print("    small.merge(big) gives the same 14 / 32: merging does not depend on the order.")
 
-    print("\n  Kauldron's evaluator merges the states of its batches this way before compute()"
-          "\n  (section 9 checks an evaluator's number against the pooled value). compute() returns"
-          "\n  a jax scalar because Kauldron's checkpointer rejects numpy scalars in logged metrics.")
+    # Why compute() returns a jax scalar: Kauldron turns jax arrays into 0-d numpy arrays
+    # before its checkpointer writes logged metrics as JSON, and that writer
+    # (`_normalize_to_json`, Kauldron 1.4.2-1.4.4) rejects a numpy scalar such as np.float32.
+    from kauldron.checkpoints import checkpointer
+
+    as_logged = np.asarray(merged.compute())
+    lesson.check_equal(checkpointer._normalize_to_json(as_logged), _float(merged.compute()),
+                       "the checkpointer's JSON of WithinTol's value")
+    error = lesson.check_raises(ValueError, lambda: checkpointer._normalize_to_json(np.float32(0.4375)),
+                                "the checkpointer's JSON of a numpy float32")
+    lesson.check("Unknown type" in str(error), "the checkpointer names the unknown type")
+    print("\n  compute() returns a jax scalar, not a numpy one: Kauldron converts it to a 0-d array"
+          f"\n  that its checkpointer can write, while np.float32 fails there with '{error}'."
+          "\n  Kauldron's evaluator merges the states of its batches like big.merge(small) before"
+          "\n  compute(); section 9 checks an evaluator's number against the pooled value.")
     return (f"LogCosh {value:.4f}, weight 0.5 exactly half; WithinTol merged "
             f"{counts[2][0]:.0f}/{counts[2][1]:.0f} = {_float(merged.compute()):.4f} vs {mean_of_rates:.4f} "
             f"from averaging rates")

@@ -84,7 +84,7 @@ class WithinTol(kd.metrics.Metric):
 
         def compute(self) -> kt.Float[""]:
             # A jax scalar, not a numpy one: Kauldron 1.4.2-1.4.4's checkpointer writes the
-            # metrics it logs as JSON and rejects numpy scalars.
+            # metrics it logs as JSON and rejects a numpy scalar such as np.float32.
             return jnp.asarray(self.n_hit) / jnp.maximum(jnp.asarray(self.n_total), 1.0)
 
     @kt.typechecked
