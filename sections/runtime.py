@@ -17,8 +17,9 @@ def prepare() -> None:
     # tqdm reads this when it is imported, so it must be set before Kauldron imports it.
     if not sys.stderr.isatty():
         os.environ.setdefault("TQDM_DISABLE", "1")
-    # TensorFlow's C++ INFO and WARNING lines (CPU feature guards, missing CUDA).
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    # TensorFlow's C++ log lines, among them a misleading "CUDA error" on CPU-only machines.
+    # (The few lines TensorFlow prints while it is imported come before this takes effect.)
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
     from absl import logging as absl_logging
 
