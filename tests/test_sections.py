@@ -66,4 +66,64 @@ def test_the_full_run_passes_every_section_in_order(tutorial):
     assert [s["slug"] for s in run.results["sections"]] == expected
     assert run.results["totals"]["passed"] == len(expected)
     assert f"{len(expected)} passed, 0 failed, 0 skipped" in run.stdout
-    assert "Traceback" not in run.stdout + run.stderr
+    log = run.stdout + run.stderr
+    assert "Traceback" not in log
+    assert "it/s]" not in log  # no tqdm progress bars in a non-interactive log
+    assert "Profile has already been started" not in log
+
+
+def test_loss_metric_pools_instead_of_averaging_rates(tutorial):
+    facts = run_alone(tutorial, "loss-metric")
+    assert facts["logcosh_weight_half"] == facts["logcosh"] * 0.5
+    assert facts["logcosh"] == pytest.approx(0.574136, abs=1e-6)
+    assert facts["l2"] == pytest.approx(1.871867, abs=1e-6)
+    assert facts["merged_ratio"] == 0.4375  # 14 / 32
+    assert facts["mean_of_rates"] == 0.5  # (9/24 + 5/8) / 2
+
+
+def test_trainer_loss_falls_and_inner_norm_is_read(tutorial):
+    facts = run_alone(tutorial, "trainer")
+    curve = facts["loss_curve"]
+    assert curve["1"] == pytest.approx(1.5107, abs=1e-4)
+    assert curve["300"] == pytest.approx(0.0049, abs=1e-4)
+    assert facts["loss_drop"] >= 10
+    assert facts["enc_norm_curve"]["300"] == pytest.approx(5.9958, abs=1e-3)
+
+
+def test_sweep_final_losses(tutorial):
+    facts = run_alone(tutorial, "sweep")
+    assert facts["final_logcosh"] == pytest.approx({
+        "(baseline)": 0.0099,
+        "--cfg.model.hidden=4": 0.0192,
+        "--cfg.model.hidden=128": 0.0034,
+        "--cfg.optimizer.learning_rate=0.1": 0.0120,
+        "--cfg.optimizer=py::optax.sgd(0.05)": 0.0480,
+    }, abs=1e-4)
+
+
+def test_guardrails_reads_the_root_defaults(tutorial):
+    facts = run_alone(tutorial, "guardrails")
+    assert facts["root_defaults"] == {
+        "InMemoryPipeline(...).seed": "_FakeRootCfg('cfg.seed')",
+        "Evaluator(...).ds": "_FakeRootCfg('cfg.eval_ds')",
+    }
+    assert "ConfigDict only accept other configurables" in facts["error"]
+
+
+def test_checkpoint_resumes_and_only_pygrain_resumes_exactly(tutorial):
+    facts = run_alone(tutorial, "checkpoint")
+    assert facts["checkpoints"] == {"first_run": [0, 100, 200], "after_resume": [100, 200, 300]}
+    assert list(facts["eval"]) == ["0", "100", "200", "300"]
+    assert facts["eval"]["0"] == pytest.approx({"logcosh": 1.2229, "within_tol": 13 / 128}, abs=1e-4)
+    assert facts["eval"]["300"]["logcosh"] == pytest.approx(0.0151, abs=1e-4)
+    differences = facts["max_param_difference_after_resume"]
+    assert differences["kd.data.py.DataSource"] == 0.0
+    assert differences["InMemoryPipeline"] == pytest.approx(0.0323, rel=0.05)
+
+
+def test_sections_5_to_9_pass_in_reverse_order_in_one_process(tutorial):
+    run = tutorial("9", "8", "7", "6", "5")
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert [s["slug"] for s in run.results["sections"]] == [
+        "checkpoint", "guardrails", "sweep", "trainer", "loss-metric"]
+    assert run.statuses() == dict.fromkeys(run.statuses(), "passed")
