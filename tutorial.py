@@ -165,7 +165,9 @@ def main(argv: list[str]) -> int:
     report = {"versions": {}, "devices": [], "compat": [], "interrupted": False,
               "workdir": str(workdir), "sections": [], "totals": {}}
     try:
-        # The fixes go in before any section imports Kauldron.
+        # Environment settings first (jax reads some when it is imported), then the fixes,
+        # before any section imports Kauldron.
+        registry.prepare()
         import compat
         from compat import environment
 

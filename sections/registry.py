@@ -189,6 +189,13 @@ def _error(e: BaseException) -> dict[str, str]:
     }
 
 
+def prepare() -> None:
+    """Process-wide settings for the lessons; call before anything imports jax (idempotent)."""
+    from sections import runtime
+
+    runtime.prepare()
+
+
 def lesson_text(module) -> str:
     """A section module's docstring without its first line (the title, printed above it)."""
     doc = inspect.cleandoc(module.__doc__ or "")
@@ -200,9 +207,7 @@ def run(info: SectionInfo, workdir: pathlib.Path) -> SectionResult:
 
     KeyboardInterrupt is not caught: the driver handles it for the whole run.
     """
-    from sections import runtime
-
-    runtime.prepare()  # once per process, before the first lesson imports its libraries
+    prepare()
     start = time.perf_counter()
     lesson = Lesson(workdir)
     status, summary, error = "passed", "", None

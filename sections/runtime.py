@@ -1,6 +1,8 @@
 """Process-wide settings the lessons need before jax, TensorFlow or tqdm start.
 
-Called once by the registry before the first section module is imported.
+The driver calls this before anything imports jax (whose C++ logging reads
+TF_CPP_MIN_LOG_LEVEL at import); the registry calls it again before each lesson, which
+costs nothing after the first time.
 """
 
 from __future__ import annotations
