@@ -51,6 +51,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         help="section number, slug or unique slug prefix (default: all, in order)",
     )
     parser.add_argument("--list", action="store_true", help="list the sections and exit")
+    parser.add_argument(
+        "--versions", action="store_true",
+        help="print the environment (package versions, devices, compat decisions) and exit",
+    )
     parser.add_argument("--json", metavar="PATH", help="write machine-readable results to PATH")
     parser.add_argument(
         "--workdir", metavar="DIR",
@@ -109,11 +113,36 @@ def write_json(path: pathlib.Path, results: dict) -> None:
     os.replace(tmp, path)
 
 
-def print_header(versions: dict, devices: list, fixes: list, workdir: pathlib.Path, removed: bool):
+def inspect_environment(no_compat: bool) -> tuple[dict, list]:
+    """Applies the compat fixes (unless told not to) and describes the environment."""
+    # Process settings first (jax reads some when it is imported), then the fixes, all
+    # before any section imports Kauldron.
+    registry.prepare()
+    import compat
+    from compat import environment
+
+    fixes = compat.skipped_all() if no_compat else compat.apply_all()
+    described = {
+        "versions": environment.versions(),
+        "devices": environment.devices(),
+        "compat": [fix.to_json() for fix in fixes],
+    }
+    return described, fixes
+
+
+def print_versions(described: dict, fixes: list) -> None:
+    for name, version in described["versions"].items():
+        print(f"{name:<18} {version}")
+    print(f"{'devices':<18} {', '.join(described['devices'])}")
+    for fix in fixes:
+        print(f"compat {fix.line()}")
+
+
+def print_header(described: dict, fixes: list, workdir: pathlib.Path, removed: bool) -> None:
     print(RULE)
     print("Kauldron tutorial")
-    print(" | ".join(f"{name} {version}" for name, version in versions.items()))
-    print(f"devices: {', '.join(devices)}")
+    print(" | ".join(f"{name} {version}" for name, version in described["versions"].items()))
+    print(f"devices: {', '.join(described['devices'])}")
     for fix in fixes:
         print(f"compat {fix.line()}")
     print(f"workdir: {workdir}" + (" (removed at the end; --keep keeps it)" if removed else ""))
@@ -155,6 +184,12 @@ def main(argv: list[str]) -> int:
             raise UsageError(
                 f"{', '.join(missing)} not installed; set up with: {INSTALL_COMMAND} (see README.md)"
             )
+        if args.versions:
+            described, fixes = inspect_environment(args.no_compat)
+            print_versions(described, fixes)
+            if json_path:
+                write_json(json_path, {**described, "interrupted": False, "sections": [], "totals": {}})
+            return EXIT_OK
         workdir, remove_workdir = prepare_workdir(args.workdir, args.keep)
     except (UsageError, registry.SelectionError) as e:
         print(f"tutorial.py: {e}", file=sys.stderr)
@@ -165,17 +200,9 @@ def main(argv: list[str]) -> int:
     report = {"versions": {}, "devices": [], "compat": [], "interrupted": False,
               "workdir": str(workdir), "sections": [], "totals": {}}
     try:
-        # Environment settings first (jax reads some when it is imported), then the fixes,
-        # before any section imports Kauldron.
-        registry.prepare()
-        import compat
-        from compat import environment
-
-        fixes = compat.skipped_all() if args.no_compat else compat.apply_all()
-        report["versions"] = environment.versions()
-        report["devices"] = environment.devices()
-        report["compat"] = [fix.to_json() for fix in fixes]
-        print_header(report["versions"], report["devices"], fixes, workdir, remove_workdir)
+        described, fixes = inspect_environment(args.no_compat)
+        report.update(described)
+        print_header(described, fixes, workdir, remove_workdir)
         for info in chosen:
             print(f"\n{RULE}\n{info.number}. {info.title}  [{info.slug}]\n{RULE}")
             result = registry.run(info, workdir / f"{info.number:02d}-{info.slug}")
