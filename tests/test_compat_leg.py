@@ -1,0 +1,37 @@
+"""What each CI matrix leg expects of the compat layer (.ci/run sets the expectation).
+
+TUTORIAL_EXPECT_ETILS_PRNG is "not needed" on the pinned legs (etils 1.15.0) and "applied"
+on the broken-etils leg (etils 1.14.0 with jax 0.10.2). Without it, these tests skip.
+"""
+
+import os
+
+import pytest
+
+EXPECTED = os.environ.get("TUTORIAL_EXPECT_ETILS_PRNG")
+ARRAYSPEC_SECTIONS = ["ktyping", "trainer", "sweep", "checkpoint"]
+PRNG_ERROR = ("AttributeError", "module 'jax._src' has no attribute 'prng'")
+
+pytestmark = pytest.mark.skipif(EXPECTED is None, reason="set by .ci/run for each matrix leg")
+
+
+def test_versions_report_the_expected_compat_decision(tutorial):
+    run = tutorial("--versions")
+    assert run.returncode == 0, run.stderr
+    assert [(fix["name"], fix["state"]) for fix in run.results["compat"]] == [("etils-prng", EXPECTED)]
+    assert f"compat etils-prng: {EXPECTED} (" in run.stdout
+    for package in ("kauldron", "jax", "jaxlib", "flax", "optax", "orbax-checkpoint", "etils", "numpy",
+                    "tensorflow"):
+        assert run.results["versions"][package] != "not installed"
+
+
+@pytest.mark.skipif(EXPECTED != "applied", reason="only the broken-etils leg has the breakage")
+def test_without_compat_exactly_the_arrayspec_sections_fail_with_the_prng_error(tutorial):
+    run = tutorial("--no-compat")
+    assert run.returncode == 1
+    assert "compat etils-prng: skipped (--no-compat)" in run.stdout
+    failed = {s["slug"]: s["error"] for s in run.results["sections"] if s["status"] == "failed"}
+    assert sorted(failed) == sorted(ARRAYSPEC_SECTIONS)
+    for error in failed.values():
+        assert (error["type"], error["message"]) == PRNG_ERROR
+    assert run.results["totals"]["passed"] == len(run.results["sections"]) - len(ARRAYSPEC_SECTIONS)
