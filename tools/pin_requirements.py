@@ -21,6 +21,9 @@ import tempfile
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 # Kauldron 1.4.3+ needs Python >= 3.12; 1.4.2 is the newest for 3.11.
 TARGETS = {"3.11": "kauldron==1.4.2", "3.12": "kauldron==1.4.4"}
+# What the tutorial itself needs beyond Kauldron: filelock lets JAX's persistent compilation
+# cache lock its directory, so concurrent runs can share it.
+EXTRA = ["filelock"]
 # uv ignores Requires-Python upper bounds when it picks versions; steer it past those.
 CONSTRAINTS = ["google-cloud-bigquery>=3.4"]
 MARKERS = {"3.11": 'python_version == "3.11"', "3.12": 'python_version >= "3.12"'}
@@ -28,10 +31,13 @@ BROKEN_ETILS = "1.14.0"
 COMMON = 'python_version >= "3.11"'
 
 
-def compile_for(python: str, requirement: str, tmp: pathlib.Path) -> dict[str, str]:
-    (tmp / "in.txt").write_text(requirement + "\n")
+def compile_for(python: str, requirement: str, tmp: pathlib.Path, current: dict[str, str]) -> dict[str, str]:
+    (tmp / "in.txt").write_text("\n".join([requirement, *EXTRA]) + "\n")
     (tmp / "constraints.txt").write_text("\n".join(CONSTRAINTS) + "\n")
     out = tmp / f"out-{python}.txt"
+    # uv keeps the versions already in its output file where it can: pins move only when
+    # the requirements change, not whenever a new release appears.
+    out.write_text("".join(f"{name}=={version}\n" for name, version in current.items()))
     subprocess.run(
         ["uv", "pip", "compile", "-q", str(tmp / "in.txt"), "-c", str(tmp / "constraints.txt"),
          "--python-version", python, "--no-header", "--no-annotate", "-o", str(out)],
@@ -45,13 +51,14 @@ def compile_for(python: str, requirement: str, tmp: pathlib.Path) -> dict[str, s
     return pins
 
 
-def pins_for_311(requirements: str) -> dict[str, str]:
-    """The Python 3.11 pins in a requirements.txt written by this tool."""
+def current_pins(python: str) -> dict[str, str]:
+    """The pins requirements.txt holds for one of TARGETS' Pythons."""
+    path = ROOT / "requirements.txt"
     pins = {}
-    for line in requirements.splitlines():
+    for line in (path.read_text() if path.exists() else "").splitlines():
         if line and not line.startswith("#"):
             pin, marker = (part.strip() for part in line.split(";"))
-            if marker in (COMMON, MARKERS["3.11"]):
+            if marker in (COMMON, MARKERS[python]):
                 name, version = pin.split("==")
                 pins[name] = version
     return pins
@@ -59,7 +66,7 @@ def pins_for_311(requirements: str) -> dict[str, str]:
 
 def write_broken_etils() -> None:
     """CI's broken-etils leg: exactly requirements.txt's 3.11 set, but etils 1.14.0."""
-    broken = dict(pins_for_311((ROOT / "requirements.txt").read_text()), etils=BROKEN_ETILS)
+    broken = dict(current_pins("3.11"), etils=BROKEN_ETILS)
     tests = [line for line in (ROOT / "requirements-test.txt").read_text().splitlines()
              if line and not line.startswith(("#", "-r"))]
     (ROOT / ".ci" / "requirements-broken-etils.txt").write_text("\n".join([
@@ -76,7 +83,7 @@ def main() -> int:
         write_broken_etils()
         return 0
     with tempfile.TemporaryDirectory() as tmp:
-        pins = {py: compile_for(py, req, pathlib.Path(tmp)) for py, req in TARGETS.items()}
+        pins = {py: compile_for(py, req, pathlib.Path(tmp), current_pins(py)) for py, req in TARGETS.items()}
     lines = []
     for name in sorted(set().union(*pins.values())):
         versions = {py: p.get(name) for py, p in pins.items()}
