@@ -66,6 +66,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "--no-compat", action="store_true",
         help="skip the compat fixes (to see what they fix)",
     )
+    cache = parser.add_mutually_exclusive_group()
+    cache.add_argument(
+        "--cache-dir", metavar="DIR",
+        help="JAX's persistent compilation cache (default: a per-user directory, "
+        f"{registry.default_compile_cache()})",
+    )
+    cache.add_argument("--no-cache", action="store_true", help="compile everything afresh")
     return parser.parse_args(argv)
 
 
@@ -106,6 +113,20 @@ def prepare_workdir(path: str | None, keep: bool) -> tuple[pathlib.Path, bool]:
     return root, False
 
 
+def prepare_compile_cache(path: str | None, disabled: bool) -> pathlib.Path | None:
+    """The compilation cache directory, or None when there is none to use."""
+    if disabled:
+        return None
+    cache = pathlib.Path(path).resolve() if path else registry.default_compile_cache()
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        if path:
+            raise UsageError(f"--cache-dir {path}: cannot create it ({e.strerror})") from None
+        return None  # a read-only home: run without a cache (the header says so)
+    return cache
+
+
 def write_json(path: pathlib.Path, results: dict) -> None:
     # Write beside the target and rename, so a reader never sees half a file.
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
@@ -113,11 +134,11 @@ def write_json(path: pathlib.Path, results: dict) -> None:
     os.replace(tmp, path)
 
 
-def inspect_environment(no_compat: bool) -> tuple[dict, list]:
+def inspect_environment(no_compat: bool, compile_cache: pathlib.Path | None = None) -> tuple[dict, list]:
     """Applies the compat fixes (unless told not to) and describes the environment."""
     # Process settings first (jax reads some when it is imported), then the fixes, all
     # before any section imports Kauldron.
-    registry.prepare()
+    registry.prepare(compile_cache)
     import compat
     from compat import environment
 
@@ -126,6 +147,7 @@ def inspect_environment(no_compat: bool) -> tuple[dict, list]:
         "versions": environment.versions(),
         "devices": environment.devices(),
         "compat": [fix.to_json() for fix in fixes],
+        "compile_cache": str(compile_cache) if compile_cache else None,
     }
     return described, fixes
 
@@ -145,6 +167,12 @@ def print_header(described: dict, fixes: list, workdir: pathlib.Path, removed: b
     print(f"devices: {', '.join(described['devices'])}")
     for fix in fixes:
         print(f"compat {fix.line()}")
+    cache = described["compile_cache"]
+    if cache:
+        entries = sum(1 for _ in pathlib.Path(cache).glob("*-cache"))
+        print(f"compile cache: {cache} ({entries} programs; --no-cache to compile afresh)")
+    else:
+        print("compile cache: off")
     print(f"workdir: {workdir}" + (" (removed at the end; --keep keeps it)" if removed else ""))
 
 
@@ -190,6 +218,7 @@ def main(argv: list[str]) -> int:
             if json_path:
                 write_json(json_path, {**described, "interrupted": False, "sections": [], "totals": {}})
             return EXIT_OK
+        compile_cache = prepare_compile_cache(args.cache_dir, args.no_cache)
         workdir, remove_workdir = prepare_workdir(args.workdir, args.keep)
     except (UsageError, registry.SelectionError) as e:
         print(f"tutorial.py: {e}", file=sys.stderr)
@@ -200,7 +229,7 @@ def main(argv: list[str]) -> int:
     report = {"versions": {}, "devices": [], "compat": [], "interrupted": False,
               "workdir": str(workdir), "sections": [], "totals": {}}
     try:
-        described, fixes = inspect_environment(args.no_compat)
+        described, fixes = inspect_environment(args.no_compat, compile_cache)
         report.update(described)
         print_header(described, fixes, workdir, remove_workdir)
         for info in chosen:

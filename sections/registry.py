@@ -189,11 +189,18 @@ def _error(e: BaseException) -> dict[str, str]:
     }
 
 
-def prepare() -> None:
-    """Process-wide settings for the lessons; call before anything imports jax (idempotent)."""
+def prepare(compile_cache: pathlib.Path | None = None) -> None:
+    """Process-wide settings for the lessons, and JAX's persistent compilation cache if a
+    directory is given. Call before anything imports jax; calling again changes nothing."""
     from sections import runtime
 
-    runtime.prepare()
+    runtime.prepare(compile_cache)
+
+
+def default_compile_cache() -> pathlib.Path:
+    from sections import runtime
+
+    return runtime.default_compile_cache()
 
 
 def lesson_text(module) -> str:
@@ -207,7 +214,6 @@ def run(info: SectionInfo, workdir: pathlib.Path) -> SectionResult:
 
     KeyboardInterrupt is not caught: the driver handles it for the whole run.
     """
-    prepare()
     start = time.perf_counter()
     lesson = Lesson(workdir)
     status, summary, error = "passed", "", None
@@ -224,12 +230,16 @@ def run(info: SectionInfo, workdir: pathlib.Path) -> SectionResult:
     except Exception as e:  # noqa: BLE001 - one section's failure never stops the run
         status, error = "failed", _error(e)
         summary = f"{error['type']}: {error['message']}"
+    seconds = round(time.perf_counter() - start, 3)
+    from sections import runtime
+
+    runtime.release_memory()
     return SectionResult(
         number=info.number,
         slug=info.slug,
         title=info.title,
         status=status,
-        seconds=round(time.perf_counter() - start, 3),
+        seconds=seconds,
         summary=summary,
         facts=lesson.facts,
         error=error,

@@ -1,29 +1,67 @@
 """Process-wide settings the lessons need before jax, TensorFlow or tqdm start.
 
-The driver calls this before anything imports jax (whose C++ logging reads
-TF_CPP_MIN_LOG_LEVEL at import); the registry calls it again before each lesson, which
-costs nothing after the first time.
+The driver calls `prepare` before anything imports jax: jax reads its compilation-cache
+settings and its C++ log level when it is imported. They are set as environment
+variables, so the processes a lesson starts (`python -m kauldron.main`, a child with 8
+simulated devices) get the same settings.
 """
 
 from __future__ import annotations
 
 import functools
 import os
+import pathlib
 import sys
+
+# Cache every compiled program, however small or fast to compile: on a CPU almost all of
+# Kauldron's programs compile in under a second, below jax's default threshold of 1 s.
+# A size cap turns on jax's LRU eviction, which also locks the directory (with filelock),
+# so two runs can share the cache safely.
+_COMPILE_CACHE_SETTINGS = {
+    "jax_persistent_cache_min_compile_time_secs": 0,
+    "jax_persistent_cache_min_entry_size_bytes": -1,
+    "jax_compilation_cache_max_size": 1 << 30,
+}
+
+
+def default_compile_cache() -> pathlib.Path:
+    """Per user, shared by runs: $XDG_CACHE_HOME/kauldron-tutorial/jax (~/.cache/...)."""
+    root = os.environ.get("XDG_CACHE_HOME") or pathlib.Path.home() / ".cache"
+    return pathlib.Path(root) / "kauldron-tutorial" / "jax"
 
 
 @functools.cache
-def prepare() -> None:
+def prepare(compile_cache: pathlib.Path | None = None) -> None:
     # Kauldron draws tqdm bars for training and evaluation, and has no option to turn them
     # off. In a log file they are a flood of carriage returns: keep them for terminals only.
     # tqdm reads this when it is imported, so it must be set before Kauldron imports it.
     if not sys.stderr.isatty():
         os.environ.setdefault("TQDM_DISABLE", "1")
-    # TensorFlow's C++ log lines, among them a misleading "CUDA error" on CPU-only machines.
-    # (The few lines TensorFlow prints while it is imported come before this takes effect.)
+    # TensorFlow's and jaxlib's C++ log lines, among them a misleading "CUDA error" on
+    # CPU-only machines. (TensorFlow still prints a few lines while it is imported.)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+    if compile_cache is not None:
+        settings = {**_COMPILE_CACHE_SETTINGS, "jax_compilation_cache_dir": str(compile_cache)}
+        os.environ.update({name.upper(): str(value) for name, value in settings.items()})
+        if "jax" in sys.modules:  # too late for the environment: tell jax directly
+            import jax
+
+            for name, value in settings.items():
+                jax.config.update(name, value)
 
     from absl import logging as absl_logging
 
     # Kauldron and Orbax log through absl; INFO is hundreds of lines per training run.
     absl_logging.set_verbosity(absl_logging.WARNING)
+
+
+def release_memory() -> None:
+    """Drops what a finished lesson left behind: jax's in-memory caches of compiled
+    programs (keyed by each Trainer, so they keep every Trainer alive) and the garbage.
+    The next lesson recompiles nothing it needs: the persistent cache still has it."""
+    import gc
+
+    if "jax" in sys.modules:
+        sys.modules["jax"].clear_caches()
+    gc.collect()

@@ -144,3 +144,30 @@ def test_kontext_alone_does_not_import_tensorflow(tmp_path):
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "HEAVY []" in proc.stdout
+
+
+def test_compile_cache_is_on_by_default_and_the_header_says_where(tutorial, tmp_path):
+    cache = tmp_path / "cache"
+    run = tutorial("konfig", "--cache-dir", str(cache))
+    assert run.returncode == 0
+    assert run.results["compile_cache"] == str(cache)
+    assert f"compile cache: {cache} (" in run.stdout
+    assert list(cache.glob("*-cache")), "the run wrote compiled programs to the cache"
+    default = tutorial("kontext")
+    assert default.results["compile_cache"] == str(registry.default_compile_cache())
+
+
+def test_no_cache_compiles_afresh(tutorial):
+    run = tutorial("kontext", "--no-cache")
+    assert run.returncode == 0
+    assert run.results["compile_cache"] is None
+    assert "compile cache: off" in run.stdout
+
+
+def test_unusable_cache_dir_is_refused(tutorial, tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    run = tutorial("kontext", "--cache-dir", str(blocker / "cache"))
+    assert run.returncode == 2
+    assert run.stdout == ""
+    assert run.stderr.count("\n") == 1 and "--cache-dir" in run.stderr
