@@ -258,7 +258,7 @@ def main(argv: list[str]) -> int:
             print(f"results: {json_path}")
         if remove_workdir:
             shutil.rmtree(workdir, ignore_errors=True)
-        elif not report["interrupted"] or args.keep:
+        else:
             print(f"workdir kept: {workdir}")
     if report["interrupted"]:
         return EXIT_INTERRUPTED
