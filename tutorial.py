@@ -26,6 +26,7 @@ import json  # noqa: E402
 import os  # noqa: E402
 import pathlib  # noqa: E402
 import shutil  # noqa: E402
+import signal  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
 
@@ -69,8 +70,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     cache = parser.add_mutually_exclusive_group()
     cache.add_argument(
         "--cache-dir", metavar="DIR",
-        help="JAX's persistent compilation cache (default: a per-user directory, "
-        f"{registry.default_compile_cache()})",
+        help="the cache runs share: JAX's compiled programs, matplotlib's font list "
+        f"(default: per user, {registry.default_cache()})",
     )
     cache.add_argument("--no-cache", action="store_true", help="compile everything afresh")
     return parser.parse_args(argv)
@@ -113,11 +114,11 @@ def prepare_workdir(path: str | None, keep: bool) -> tuple[pathlib.Path, bool]:
     return root, False
 
 
-def prepare_compile_cache(path: str | None, disabled: bool) -> pathlib.Path | None:
-    """The compilation cache directory, or None when there is none to use."""
+def prepare_cache(path: str | None, disabled: bool) -> pathlib.Path | None:
+    """The cache directory runs share, or None when there is none to use."""
     if disabled:
         return None
-    cache = pathlib.Path(path).resolve() if path else registry.default_compile_cache()
+    cache = pathlib.Path(path).resolve() if path else registry.default_cache()
     try:
         cache.mkdir(parents=True, exist_ok=True)
     except OSError as e:
@@ -134,11 +135,13 @@ def write_json(path: pathlib.Path, results: dict) -> None:
     os.replace(tmp, path)
 
 
-def inspect_environment(no_compat: bool, compile_cache: pathlib.Path | None = None) -> tuple[dict, list]:
+def inspect_environment(
+    no_compat: bool, cache: pathlib.Path | None = None, workdir: pathlib.Path | None = None
+) -> tuple[dict, list]:
     """Applies the compat fixes (unless told not to) and describes the environment."""
     # Process settings first (jax reads some when it is imported), then the fixes, all
     # before any section imports Kauldron.
-    registry.prepare(compile_cache)
+    registry.prepare(cache, workdir)
     import compat
     from compat import environment
 
@@ -147,7 +150,7 @@ def inspect_environment(no_compat: bool, compile_cache: pathlib.Path | None = No
         "versions": environment.versions(),
         "devices": environment.devices(),
         "compat": [fix.to_json() for fix in fixes],
-        "compile_cache": str(compile_cache) if compile_cache else None,
+        "cache": str(cache) if cache else None,
     }
     return described, fixes
 
@@ -167,19 +170,19 @@ def print_header(described: dict, fixes: list, workdir: pathlib.Path, removed: b
     print(f"devices: {', '.join(described['devices'])}")
     for fix in fixes:
         print(f"compat {fix.line()}")
-    cache = described["compile_cache"]
+    cache = described["cache"]
     if cache:
-        entries = sum(1 for _ in pathlib.Path(cache).glob("*-cache"))
-        print(f"compile cache: {cache} ({entries} programs; --no-cache to compile afresh)")
+        programs = sum(1 for _ in pathlib.Path(cache, "jax").glob("*-cache"))
+        print(f"cache: {cache} ({programs} compiled programs; --no-cache to compile afresh)")
     else:
-        print("compile cache: off")
+        print("cache: off (everything is compiled afresh)")
     print(f"workdir: {workdir}" + (" (removed at the end; --keep keeps it)" if removed else ""))
 
 
 def print_result(result: registry.SectionResult) -> None:
     if result.status == "failed":
         print(f"-> FAILED ({result.seconds:.1f} s): {result.summary}")
-        if result.error["type"] != registry.CheckFailed.__name__:
+        if not result.error["expected"]:
             print("   last frames:")
             print("   " + result.error["short_traceback"].rstrip().replace("\n", "\n   "))
     else:
@@ -199,6 +202,9 @@ def print_summary(results: list[registry.SectionResult], totals: dict) -> None:
 
 def main(argv: list[str]) -> int:
     sys.stdout.reconfigure(line_buffering=True)
+    # Ctrl-C stops the run with a summary. Python leaves SIGINT ignored when it starts
+    # with it ignored (as a shell's background job does): make it interrupt regardless.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     args = parse_args(argv)
     try:
         infos = registry.catalog()
@@ -218,7 +224,7 @@ def main(argv: list[str]) -> int:
             if json_path:
                 write_json(json_path, {**described, "interrupted": False, "sections": [], "totals": {}})
             return EXIT_OK
-        compile_cache = prepare_compile_cache(args.cache_dir, args.no_cache)
+        cache = prepare_cache(args.cache_dir, args.no_cache)
         workdir, remove_workdir = prepare_workdir(args.workdir, args.keep)
     except (UsageError, registry.SelectionError) as e:
         print(f"tutorial.py: {e}", file=sys.stderr)
@@ -229,7 +235,7 @@ def main(argv: list[str]) -> int:
     report = {"versions": {}, "devices": [], "compat": [], "interrupted": False,
               "workdir": str(workdir), "sections": [], "totals": {}}
     try:
-        described, fixes = inspect_environment(args.no_compat, compile_cache)
+        described, fixes = inspect_environment(args.no_compat, cache, workdir)
         report.update(described)
         print_header(described, fixes, workdir, remove_workdir)
         for info in chosen:

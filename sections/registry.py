@@ -17,6 +17,7 @@ import dataclasses
 import importlib
 import inspect
 import math
+import os
 import pathlib
 import textwrap
 import time
@@ -27,6 +28,8 @@ SECTIONS_DIR = pathlib.Path(__file__).resolve().parent
 SECTION_FILES = "s[0-9][0-9]_*.py"
 # How many innermost frames of an unexpected error are shown under its section.
 SHORT_TRACEBACK_FRAMES = 3
+# Test hook: the section with this slug raises instead of teaching (tests/test_reliability.py).
+FAIL_SECTION_ENV = "KAULDRON_TUTORIAL_FAIL_SECTION"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,7 +41,11 @@ class SectionInfo:
     module: str
 
 
-class CheckFailed(AssertionError):
+class LessonFailed(Exception):
+    """The lesson cannot go on, for a reason its one-line message gives in full."""
+
+
+class CheckFailed(LessonFailed, AssertionError):
     """A claim the lesson makes is not what the library does."""
 
 
@@ -94,7 +101,8 @@ class SectionResult:
     seconds: float
     summary: str
     facts: dict[str, Any]
-    # For a failure: {"type", "message", "short_traceback", "traceback"}.
+    # For a failure: {"type", "message", "expected", "short_traceback", "traceback"};
+    # "expected" (a LessonFailed) means the message says it all.
     error: dict[str, str] | None = None
 
     def to_json(self) -> dict[str, Any]:
@@ -178,29 +186,35 @@ def select(infos: list[SectionInfo], selectors: list[str]) -> list[SectionInfo]:
     return chosen
 
 
+def _injected_failure():
+    raise RuntimeError(f"failure injected by {FAIL_SECTION_ENV}")
+
+
 def _error(e: BaseException) -> dict[str, str]:
     frames = traceback.extract_tb(e.__traceback__)
     short = "".join(traceback.format_list(frames[-SHORT_TRACEBACK_FRAMES:]))
     return {
         "type": type(e).__name__,
         "message": str(e).strip().splitlines()[0] if str(e).strip() else "",
+        "expected": isinstance(e, LessonFailed),
         "short_traceback": short,
         "traceback": "".join(traceback.format_exception(type(e), e, e.__traceback__)),
     }
 
 
-def prepare(compile_cache: pathlib.Path | None = None) -> None:
-    """Process-wide settings for the lessons, and JAX's persistent compilation cache if a
-    directory is given. Call before anything imports jax; calling again changes nothing."""
+def prepare(cache: pathlib.Path | None = None, workdir: pathlib.Path | None = None) -> None:
+    """Process-wide settings for the lessons: the shared cache directory (JAX's compiled
+    programs) if one is given, and the run's workdir. Call before anything imports jax;
+    calling again changes nothing."""
     from sections import runtime
 
-    runtime.prepare(compile_cache)
+    runtime.prepare(cache, workdir)
 
 
-def default_compile_cache() -> pathlib.Path:
+def default_cache() -> pathlib.Path:
     from sections import runtime
 
-    return runtime.default_compile_cache()
+    return runtime.default_cache()
 
 
 def lesson_text(module) -> str:
@@ -224,6 +238,8 @@ def run(info: SectionInfo, workdir: pathlib.Path) -> SectionResult:
         fn = _FUNCTIONS.get(info.slug)
         if fn is None:
             raise LookupError(f"{info.module} did not register section {info.slug!r}")
+        if os.environ.get(FAIL_SECTION_ENV) == info.slug:
+            _injected_failure()
         summary = fn(lesson) or ""
     except SkipSection as e:
         status, summary = "skipped", str(e)

@@ -24,14 +24,18 @@ _COMPILE_CACHE_SETTINGS = {
 }
 
 
-def default_compile_cache() -> pathlib.Path:
-    """Per user, shared by runs: $XDG_CACHE_HOME/kauldron-tutorial/jax (~/.cache/...)."""
+def default_cache() -> pathlib.Path:
+    """Per user, shared by runs: $XDG_CACHE_HOME/kauldron-tutorial (~/.cache/...)."""
     root = os.environ.get("XDG_CACHE_HOME") or pathlib.Path.home() / ".cache"
-    return pathlib.Path(root) / "kauldron-tutorial" / "jax"
+    return pathlib.Path(root) / "kauldron-tutorial"
 
 
 @functools.cache
-def prepare(compile_cache: pathlib.Path | None = None) -> None:
+def prepare(cache: pathlib.Path | None = None, workdir: pathlib.Path | None = None) -> None:
+    """`cache`: the directory runs share (jax's compiled programs in `jax/`, matplotlib's
+    font list in `matplotlib/`; both written under locks), or None for none. `workdir`:
+    the run's own directory, for what libraries would otherwise write to the home
+    directory. Either way, two runs share no other file."""
     # Kauldron draws tqdm bars for training and evaluation, and has no option to turn them
     # off. In a log file they are a flood of carriage returns: keep them for terminals only.
     # tqdm reads this when it is imported, so it must be set before Kauldron imports it.
@@ -41,8 +45,14 @@ def prepare(compile_cache: pathlib.Path | None = None) -> None:
     # CPU-only machines. (TensorFlow still prints a few lines while it is imported.)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
-    if compile_cache is not None:
-        settings = {**_COMPILE_CACHE_SETTINGS, "jax_compilation_cache_dir": str(compile_cache)}
+    # Libraries imported along the way write to the home directory: Keras its keras.json,
+    # matplotlib (imported by Kauldron) a font list that takes half a second to build.
+    if workdir is not None:
+        os.environ.setdefault("KERAS_HOME", str(workdir / ".keras"))
+        os.environ.setdefault("MPLCONFIGDIR", str((cache or workdir) / "matplotlib"))
+
+    if cache is not None:
+        settings = {**_COMPILE_CACHE_SETTINGS, "jax_compilation_cache_dir": str(cache / "jax")}
         os.environ.update({name.upper(): str(value) for name, value in settings.items()})
         if "jax" in sys.modules:  # too late for the environment: tell jax directly
             import jax
