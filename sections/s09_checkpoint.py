@@ -12,15 +12,20 @@ again from the first batch; `kd.data.py.DataSource` (PyGrain) saves its position
 the resumed run is bit for bit the uninterrupted one.
 """
 
+import contextlib
+import gc
 import json
 import pathlib
+import re
+import shutil
+import sys
 
 import jax
 import numpy as np
 import optax
 from kauldron import kd
 
-from sections.registry import Lesson, section
+from sections.registry import Lesson, LessonFailed, section
 from sections.shared import (BATCH_SIZE, MLP, LogCosh, RegressionRows, WithinTol, event_files,
                              make_data, make_loader, read_scalars)
 
@@ -67,6 +72,47 @@ def build(workdir: pathlib.Path, num_train_steps: int, train_ds, *, evaluate: bo
     )
 
 
+@contextlib.contextmanager
+def _quiet_unraisable():
+    """Orbax's reader leaves failed coroutines behind; Python would print each one's
+    traceback ("Exception ignored in ...") when it is collected."""
+    hook, sys.unraisablehook = sys.unraisablehook, lambda unraisable: None
+    try:
+        yield
+    finally:
+        gc.collect()
+        sys.unraisablehook = hook
+
+
+def unreadable(checkpoint: pathlib.Path) -> str | None:
+    """Why Orbax cannot read a checkpoint's arrays back, or None if it can."""
+    import orbax.checkpoint as ocp
+
+    with _quiet_unraisable():
+        try:
+            ocp.StandardCheckpointer().restore(checkpoint / "default")
+        except Exception as e:  # noqa: BLE001 - whatever stops the read is the answer
+            first_line = str(e).strip().splitlines()[0].split(". See full")[0]
+            return f"{type(e).__name__}: {first_line[:160]}"
+    return None
+
+
+def start_fresh(workdir: pathlib.Path) -> list[str]:
+    """Clears an earlier run of this lesson from a kept workdir, so the lesson starts at
+    step 0. Its checkpoints must be readable first: Kauldron would resume from them, and
+    it does not fall back to an older one when the newest is damaged."""
+    committed = sorted(p for p in workdir.glob("*/checkpoints/ckpt_*") if re.fullmatch(r"ckpt_\d+", p.name))
+    for checkpoint in committed:
+        problem = unreadable(checkpoint)
+        if problem:
+            raise LessonFailed(f"checkpoint {checkpoint} cannot be restored ({problem}); to start "
+                               f"fresh, delete {workdir} or run with a new --workdir")
+    leftovers = sorted(p.name for p in workdir.iterdir())
+    for path in workdir.iterdir():
+        shutil.rmtree(path) if path.is_dir() else path.unlink()
+    return leftovers
+
+
 def max_param_difference(a, b) -> float:
     return max(float(np.max(np.abs(np.asarray(x) - np.asarray(y))))
                for x, y in zip(jax.tree.leaves(a.params), jax.tree.leaves(b.params)))
@@ -85,6 +131,10 @@ def train_uninterrupted(workdir: pathlib.Path, pipeline):
 
 @section(9, "checkpoint", "Evaluation and checkpointing, and picking up where you left off", trains=True)
 def lesson(lesson: Lesson) -> str:
+    leftovers = start_fresh(lesson.workdir)
+    if leftovers:
+        print(f"  (this kept workdir held an earlier run, {leftovers}, with readable checkpoints:"
+              " cleared, starting over)\n")
     workdir = lesson.workdir / "run"
     first = build(workdir, FIRST_STEPS, in_memory_pipeline())
     state, _ = first.train()
