@@ -30,7 +30,8 @@ import tempfile
 import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-DEFAULT_GUIDE = ROOT.parent / "shared" / "seed" / "kauldron_guide_restored.py"
+# Relative to the directory you run from, as in the project's layout (main/ beside shared/).
+DEFAULT_GUIDE = pathlib.Path("../shared/seed/kauldron_guide_restored.py")
 IMPORTS = "import jax, flax, optax; from kauldron import kd; kd.train.Trainer; kd.data.InMemoryPipeline"
 # Ratio targets from the performance issue: (time ratio, peak RSS ratio, absolute RSS MB).
 TARGETS = {"suite-warm": (0.5, 1.0, None), "kontext": (0.15, None, 300)}
@@ -58,7 +59,7 @@ def main() -> int:
     parser.add_argument("--json", type=pathlib.Path, help="also write the raw measurements here")
     args = parser.parse_args()
     if not args.guide.is_file():
-        parser.error(f"no guide at {args.guide}")
+        parser.error(f"no guide at {args.guide.resolve()}; pass its path with --guide")
 
     python = sys.executable
     tutorial = str(ROOT / "tutorial.py")
@@ -85,7 +86,7 @@ def main() -> int:
     medians = {name: (statistics.median(s for s, _ in runs), statistics.median(m for _, m in runs))
                for name, runs in results.items()}
     guide_s, guide_mb = medians["guide"]
-    print(f"\n| variant | median s | min-max s | median peak RSS MB | time / guide | RSS / guide |")
+    print("\n| variant | median s | min-max s | median peak RSS MB | time / guide | RSS / guide |")
     print("|---|---|---|---|---|---|")
     for name, runs in results.items():
         seconds = [s for s, _ in runs]
