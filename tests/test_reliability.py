@@ -1,7 +1,6 @@
-"""The suite under stress: preemption, isolation, concurrent runs, and bad input.
-
-Each test states what a user sees; every expected error is one line, never a traceback.
-"""
+"""The suite under stress: isolation, concurrent runs, and bad input (preemption is in
+test_preemption.py). Each test states what a user sees; every expected error is one
+line, never a traceback."""
 
 import json
 import os
@@ -19,104 +18,6 @@ from conftest import ROOT
 from sections import registry
 
 QUIET = dict(os.environ, TQDM_DISABLE="1", TF_CPP_MIN_LOG_LEVEL="3")
-
-
-# --- Preemption: a real SIGKILL in the middle of training --------------------------------
-
-PREEMPTIBLE_STEPS = 1000  # configs/preemptible.py: a checkpoint every 100 steps
-
-
-def training_command(workdir: pathlib.Path) -> list[str]:
-    """The suite's preemptible job, as a user starts it (compat applied, for broken legs)."""
-    return [sys.executable, "-m", "compat.run", "kauldron.main",
-            "--cfg=configs/preemptible.py", f"--cfg.workdir={workdir}"]
-
-
-def committed_steps(workdir: pathlib.Path) -> list[int]:
-    """Steps of the checkpoints Orbax has committed (renamed from their temporary name)."""
-    folder = workdir / "checkpoints"
-    names = [entry.name for entry in os.scandir(folder)] if folder.is_dir() else []
-    return sorted(int(m.group(1)) for m in map(re.compile(r"ckpt_(\d+)$").match, names) if m)
-
-
-def being_written(workdir: pathlib.Path) -> list[str]:
-    folder = workdir / "checkpoints"
-    if not folder.is_dir():
-        return []
-    return [e.name for e in os.scandir(folder) if e.name.endswith(".orbax-checkpoint-tmp")]
-
-
-def kill_when(workdir: pathlib.Path, condition, timeout: float = 600) -> None:
-    """Starts the job and SIGKILLs it as soon as `condition(workdir)` holds."""
-    proc = subprocess.Popen(training_command(workdir), cwd=ROOT, env=QUIET,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + timeout
-    try:
-        while not condition(workdir):
-            assert proc.poll() is None, "the job finished before it could be killed"
-            assert time.monotonic() < deadline, "timed out waiting to kill the job"
-            time.sleep(0.002)
-        proc.send_signal(signal.SIGKILL)
-    finally:
-        proc.kill()
-        proc.wait()
-    assert proc.returncode == -signal.SIGKILL
-
-
-def run_to_the_end(workdir: pathlib.Path) -> int:
-    """Runs the job to completion; returns the step Kauldron says its loop started at."""
-    proc = subprocess.run(training_command(workdir), cwd=ROOT, env=QUIET, capture_output=True,
-                          text=True, timeout=900)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return int(re.search(r"Starting training loop at step (\d+)", proc.stderr).group(1))
-
-
-def final_checkpoint(workdir: pathlib.Path) -> dict:
-    """Everything in the last checkpoint (params and optimizer state), as numpy arrays."""
-    import jax
-    import numpy as np
-    import orbax.checkpoint as ocp
-
-    tree = ocp.StandardCheckpointer().restore(workdir / "checkpoints" / f"ckpt_{PREEMPTIBLE_STEPS}" / "default")
-    return {jax.tree_util.keystr(path): np.asarray(leaf)
-            for path, leaf in jax.tree_util.tree_leaves_with_path(tree)}
-
-
-@pytest.fixture(scope="module")
-def uninterrupted(tmp_path_factory) -> dict:
-    workdir = tmp_path_factory.mktemp("uninterrupted")
-    assert run_to_the_end(workdir) == 0
-    return final_checkpoint(workdir)
-
-
-def assert_bit_identical(resumed: dict, reference: dict) -> None:
-    assert resumed.keys() == reference.keys()
-    different = [key for key in reference if not (resumed[key] == reference[key]).all()]
-    assert not different, f"differ from the uninterrupted run: {different}"
-
-
-def test_killed_mid_training_resumes_from_the_last_checkpoint_bit_identically(tmp_path, uninterrupted):
-    workdir = tmp_path / "job"
-    kill_when(workdir, lambda wd: any(step >= 300 for step in committed_steps(wd)))
-    last = max(committed_steps(workdir))
-    assert 300 <= last < PREEMPTIBLE_STEPS, "killed after a checkpoint, before the end"
-
-    assert run_to_the_end(workdir) == last  # resumed there, not at 0
-    assert max(committed_steps(workdir)) == PREEMPTIBLE_STEPS
-    assert_bit_identical(final_checkpoint(workdir), uninterrupted)
-
-
-def test_a_checkpoint_killed_while_being_written_is_never_loaded(tmp_path, uninterrupted):
-    workdir = tmp_path / "job"
-    # ckpt_200 or later, so that an earlier checkpoint (100) is committed.
-    kill_when(workdir, lambda wd: any(not n.startswith(("ckpt_0.", "ckpt_100.")) for n in being_written(wd)))
-    half_written = being_written(workdir)
-    last = max(committed_steps(workdir))
-    assert half_written and all(int(n.split(".")[0][5:]) > last for n in half_written)
-
-    assert run_to_the_end(workdir) == last  # Orbax ignored the half-written one
-    assert not being_written(workdir)
-    assert_bit_identical(final_checkpoint(workdir), uninterrupted)
 
 
 # --- Isolation: one failing section does not stop the others ------------------------------
@@ -163,9 +64,20 @@ def test_two_runs_at_once_both_pass_and_share_only_the_cache(tmp_path):
 # --cache-dir and an unknown flag are specified in test_cli.py.
 
 
-def test_a_corrupt_checkpoint_in_a_kept_workdir_fails_that_section_only(tutorial, tmp_path):
+@pytest.fixture(scope="module")
+def kept_checkpoint_workdir(tmp_path_factory) -> pathlib.Path:
+    """A workdir kept from a run of the checkpoint lesson; tests work on copies of it."""
+    workdir = tmp_path_factory.mktemp("kept") / "workdir"
+    proc = subprocess.run([sys.executable, str(ROOT / "tutorial.py"), "checkpoint", "--workdir", str(workdir)],
+                          cwd=ROOT, env=QUIET, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-2000:]
+    return workdir
+
+
+def test_a_corrupt_checkpoint_in_a_kept_workdir_fails_that_section_only(tutorial, tmp_path,
+                                                                         kept_checkpoint_workdir):
     workdir = tmp_path / "kept"
-    assert tutorial("checkpoint", "--workdir", str(workdir)).returncode == 0
+    shutil.copytree(kept_checkpoint_workdir, workdir)
     checkpoint = workdir / "09-checkpoint" / "run" / "checkpoints" / "ckpt_300"
     data = max((checkpoint / "default").rglob("d/*"), key=lambda p: p.stat().st_size)
     data.write_bytes(data.read_bytes()[: data.stat().st_size // 2])  # truncated
@@ -180,9 +92,9 @@ def test_a_corrupt_checkpoint_in_a_kept_workdir_fails_that_section_only(tutorial
     assert "Traceback" not in run.stdout + run.stderr and "last frames:" not in run.stdout
 
 
-def test_a_healthy_kept_workdir_runs_the_lesson_again(tutorial, tmp_path):
+def test_a_healthy_kept_workdir_runs_the_lesson_again(tutorial, tmp_path, kept_checkpoint_workdir):
     workdir = tmp_path / "kept"
-    assert tutorial("checkpoint", "--workdir", str(workdir)).returncode == 0
+    shutil.copytree(kept_checkpoint_workdir, workdir)
     again = tutorial("checkpoint", "--workdir", str(workdir))
     assert again.returncode == 0, again.stdout[-2000:]
     assert again.section("checkpoint")["facts"]["checkpoints"]["first_run"] == [0, 100, 200]
