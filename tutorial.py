@@ -41,6 +41,19 @@ class UsageError(Exception):
     """A bad command line: reported as one line, exit status 2, nothing run."""
 
 
+class CtrlC:
+    """Remembers a Ctrl-C. Python raises it as KeyboardInterrupt in whatever code is running,
+    and some library code catches that (seen once in CI, during a cold first Trainer run, on
+    Python 3.12): the run must still stop after the section it interrupted."""
+
+    pressed = False
+
+    @classmethod
+    def handler(cls, signum, frame):
+        cls.pressed = True
+        raise KeyboardInterrupt
+
+
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="tutorial.py",
@@ -204,7 +217,7 @@ def main(argv: list[str]) -> int:
     sys.stdout.reconfigure(line_buffering=True)
     # Ctrl-C stops the run with a summary. Python leaves SIGINT ignored when it starts
     # with it ignored (as a shell's background job does): make it interrupt regardless.
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGINT, CtrlC.handler)
     args = parse_args(argv)
     try:
         infos = registry.catalog()
@@ -241,6 +254,8 @@ def main(argv: list[str]) -> int:
         for info in chosen:
             print(f"\n{RULE}\n{info.number}. {info.title}  [{info.slug}]\n{RULE}")
             result = registry.run(info, workdir / f"{info.number:02d}-{info.slug}")
+            if CtrlC.pressed:  # the interrupt was swallowed inside the section: don't trust it
+                raise KeyboardInterrupt
             results.append(result)
             print_result(result)
     except KeyboardInterrupt:

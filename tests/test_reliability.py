@@ -123,6 +123,31 @@ def test_ctrl_c_prints_the_summary_writes_partial_json_and_exits_130(tmp_path):
     assert report["totals"]["passed"] == 5
 
 
+def test_ctrl_c_stops_the_run_even_when_library_code_swallows_it(monkeypatch, tmp_path, capsys):
+    import tutorial
+
+    def run_a_section_that_swallows_ctrl_c(info, workdir):
+        try:
+            signal.raise_signal(signal.SIGINT)  # the user presses Ctrl-C ...
+        except KeyboardInterrupt:
+            pass  # ... and library code catches it, as one did in CI
+        return registry.SectionResult(info.number, info.slug, info.title, "passed", 0.0, "looks fine", {})
+
+    monkeypatch.setattr(registry, "run", run_a_section_that_swallows_ctrl_c)
+    monkeypatch.setattr(tutorial.CtrlC, "pressed", False)
+    previous_handler = signal.getsignal(signal.SIGINT)
+    try:
+        status = tutorial.main(["kontext", "ktyping", "--workdir", str(tmp_path / "w"),
+                                "--json", str(tmp_path / "r.json")])
+    finally:
+        signal.signal(signal.SIGINT, previous_handler)
+    assert status == 130
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["interrupted"] is True
+    assert [(s["slug"], s["status"]) for s in report["sections"]] == [("kontext", "skipped"), ("ktyping", "skipped")]
+    assert "interrupted" in capsys.readouterr().out
+
+
 def test_without_kauldron_one_line_gives_the_install_command(tmp_path):
     bare = tmp_path / "bare"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True)
