@@ -21,6 +21,7 @@ if sys.version_info < MIN_PYTHON:
     )
     sys.exit(2)
 
+import _thread  # noqa: E402
 import argparse  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
@@ -28,6 +29,7 @@ import pathlib  # noqa: E402
 import shutil  # noqa: E402
 import signal  # noqa: E402
 import tempfile  # noqa: E402
+import threading  # noqa: E402
 import time  # noqa: E402
 
 from sections import registry  # noqa: E402
@@ -43,15 +45,27 @@ class UsageError(Exception):
 
 class CtrlC:
     """Remembers a Ctrl-C. Python raises it as KeyboardInterrupt in whatever code is running,
-    and some library code catches that (seen once in CI, during a cold first Trainer run, on
-    Python 3.12): the run must still stop after the section it interrupted."""
+    and when that is a garbage-collector callback (jax registers one) Python cannot raise it:
+    it prints "Exception ignored in ..." with a traceback and goes on. Seen in CI: a run
+    that ignored its Ctrl-C and exited 0. So the press is remembered, a swallowed interrupt
+    is raised again in the main thread, and the run stops after the section either way."""
 
     pressed = False
+    _reraised = 0
 
     @classmethod
     def handler(cls, signum, frame):
         cls.pressed = True
         raise KeyboardInterrupt
+
+    @classmethod
+    def unraisable_hook(cls, unraisable):
+        if not isinstance(unraisable.exc_value, KeyboardInterrupt):
+            sys.__unraisablehook__(unraisable)
+        elif cls._reraised < 100:  # bounded, in case it keeps landing in callbacks
+            cls._reraised += 1
+            # From another thread, so that it lands after the callback, not in this hook.
+            threading.Timer(0.01, _thread.interrupt_main).start()
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -218,6 +232,7 @@ def main(argv: list[str]) -> int:
     # Ctrl-C stops the run with a summary. Python leaves SIGINT ignored when it starts
     # with it ignored (as a shell's background job does): make it interrupt regardless.
     signal.signal(signal.SIGINT, CtrlC.handler)
+    sys.unraisablehook = CtrlC.unraisable_hook
     args = parse_args(argv)
     try:
         infos = registry.catalog()

@@ -135,6 +135,7 @@ def test_ctrl_c_stops_the_run_even_when_library_code_swallows_it(monkeypatch, tm
 
     monkeypatch.setattr(registry, "run", run_a_section_that_swallows_ctrl_c)
     monkeypatch.setattr(tutorial.CtrlC, "pressed", False)
+    monkeypatch.setattr(sys, "unraisablehook", sys.unraisablehook)  # main() replaces it
     previous_handler = signal.getsignal(signal.SIGINT)
     try:
         status = tutorial.main(["kontext", "ktyping", "--workdir", str(tmp_path / "w"),
@@ -146,6 +147,44 @@ def test_ctrl_c_stops_the_run_even_when_library_code_swallows_it(monkeypatch, tm
     assert report["interrupted"] is True
     assert [(s["slug"], s["status"]) for s in report["sections"]] == [("kontext", "skipped"), ("ktyping", "skipped")]
     assert "interrupted" in capsys.readouterr().out
+
+
+def test_ctrl_c_during_garbage_collection_stops_the_run_without_a_traceback(monkeypatch, tmp_path, capsys):
+    """Python cannot raise an interrupt inside a gc callback (jax has one): it would print
+    "Exception ignored in ..." with a traceback and carry on."""
+    import gc
+
+    import tutorial
+
+    def press_ctrl_c_in_gc(phase, info):
+        if phase == "start":
+            signal.raise_signal(signal.SIGINT)
+
+    def run_a_section_that_collects_garbage(info, workdir):
+        gc.callbacks.append(press_ctrl_c_in_gc)
+        try:
+            gc.collect()
+        finally:
+            gc.callbacks.remove(press_ctrl_c_in_gc)
+        for _ in range(1000):  # the interrupt lands here, in the section's own code
+            time.sleep(0.001)
+        finished.append(info.slug)
+        return registry.SectionResult(info.number, info.slug, info.title, "passed", 0.0, "never interrupted", {})
+
+    finished = []
+
+    monkeypatch.setattr(registry, "run", run_a_section_that_collects_garbage)
+    monkeypatch.setattr(tutorial.CtrlC, "pressed", False)
+    monkeypatch.setattr(sys, "unraisablehook", sys.__unraisablehook__)  # Python's, not pytest's
+    previous_handler = signal.getsignal(signal.SIGINT)
+    try:
+        status = tutorial.main(["kontext", "--workdir", str(tmp_path / "w"), "--json", str(tmp_path / "r.json")])
+    finally:
+        signal.signal(signal.SIGINT, previous_handler)
+    assert status == 130 and finished == []  # interrupted promptly, not at the section's end
+    assert [s["status"] for s in json.loads((tmp_path / "r.json").read_text())["sections"]] == ["skipped"]
+    output = capsys.readouterr()
+    assert "Traceback" not in output.out + output.err and "Exception ignored" not in output.err
 
 
 def test_without_kauldron_one_line_gives_the_install_command(tmp_path):
