@@ -12,12 +12,11 @@ again from the first batch; `kd.data.py.DataSource` (PyGrain) saves its position
 the resumed run is bit for bit the uninterrupted one.
 """
 
-import contextlib
-import gc
 import json
 import pathlib
 import re
 import shutil
+import subprocess
 import sys
 
 import jax
@@ -72,29 +71,33 @@ def build(workdir: pathlib.Path, num_train_steps: int, train_ds, *, evaluate: bo
     )
 
 
-@contextlib.contextmanager
-def _quiet_unraisable():
-    """Orbax's reader leaves failed coroutines behind; Python would print each one's
-    traceback ("Exception ignored in ...") when it is collected."""
-    hook, sys.unraisablehook = sys.unraisablehook, lambda unraisable: None
+# Reads each checkpoint given on the command line; prints {path: problem or None}.
+_READ_CHECKPOINTS = """
+import json, sys
+import orbax.checkpoint as ocp
+problems = {}
+for path in sys.argv[1:]:
     try:
-        yield
-    finally:
-        gc.collect()
-        sys.unraisablehook = hook
+        ocp.StandardCheckpointer().restore(path + "/default")
+        problems[path] = None
+    except Exception as e:  # whatever stops the read is the answer
+        first_line = str(e).strip().splitlines()[0].split(". See full")[0]
+        problems[path] = f"{type(e).__name__}: {first_line[:160]}"
+print(json.dumps(problems))
+"""
 
 
-def unreadable(checkpoint: pathlib.Path) -> str | None:
-    """Why Orbax cannot read a checkpoint's arrays back, or None if it can."""
-    import orbax.checkpoint as ocp
-
-    with _quiet_unraisable():
-        try:
-            ocp.StandardCheckpointer().restore(checkpoint / "default")
-        except Exception as e:  # noqa: BLE001 - whatever stops the read is the answer
-            first_line = str(e).strip().splitlines()[0].split(". See full")[0]
-            return f"{type(e).__name__}: {first_line[:160]}"
-    return None
+def unreadable(checkpoints: list[pathlib.Path]) -> dict[str, str]:
+    """The checkpoints Orbax cannot read back, with why. Read in a child process: when one
+    read fails, Orbax leaves the other reads' coroutines behind, and Python prints each
+    one's traceback ("Exception ignored in ...") to stderr whenever they are collected."""
+    proc = subprocess.run([sys.executable, "-c", _READ_CHECKPOINTS, *map(str, checkpoints)],
+                          capture_output=True, text=True, timeout=300)
+    if proc.returncode != 0:
+        last = [line for line in proc.stderr.strip().splitlines() if line.strip()][-1:]
+        raise LessonFailed(f"could not check the kept checkpoints: {' '.join(last)[:300]}")
+    return {path: problem for path, problem in json.loads(proc.stdout.strip().splitlines()[-1]).items()
+            if problem}
 
 
 def start_fresh(workdir: pathlib.Path) -> list[str]:
@@ -102,11 +105,9 @@ def start_fresh(workdir: pathlib.Path) -> list[str]:
     step 0. Its checkpoints must be readable first: Kauldron would resume from them, and
     it does not fall back to an older one when the newest is damaged."""
     committed = sorted(p for p in workdir.glob("*/checkpoints/ckpt_*") if re.fullmatch(r"ckpt_\d+", p.name))
-    for checkpoint in committed:
-        problem = unreadable(checkpoint)
-        if problem:
-            raise LessonFailed(f"checkpoint {checkpoint} cannot be restored ({problem}); to start "
-                               f"fresh, delete {workdir} or run with a new --workdir")
+    for checkpoint, problem in (unreadable(committed) if committed else {}).items():
+        raise LessonFailed(f"checkpoint {checkpoint} cannot be restored ({problem}); to start "
+                           f"fresh, delete {workdir} or run with a new --workdir")
     leftovers = sorted(p.name for p in workdir.iterdir())
     for path in workdir.iterdir():
         shutil.rmtree(path) if path.is_dir() else path.unlink()

@@ -83,13 +83,14 @@ def test_a_corrupt_checkpoint_in_a_kept_workdir_fails_that_section_only(tutorial
     data.write_bytes(data.read_bytes()[: data.stat().st_size // 2])  # truncated
 
     run = tutorial("kontext", "checkpoint", "--workdir", str(workdir))
-    assert run.returncode == 1
-    assert run.statuses() == {"kontext": "passed", "checkpoint": "failed"}
+    seen = f"stdout:\n{run.stdout[-3000:]}\nstderr:\n{run.stderr[-3000:]}"
+    assert run.returncode == 1, seen
+    assert run.statuses() == {"kontext": "passed", "checkpoint": "failed"}, seen
     message = run.section("checkpoint")["summary"]
-    assert str(checkpoint) in message and "start fresh" in message
+    assert str(checkpoint) in message and "start fresh" in message, seen
     failed = [line for line in run.stdout.splitlines() if line.startswith("-> FAILED")]
-    assert len(failed) == 1 and str(checkpoint) in failed[0]
-    assert "Traceback" not in run.stdout + run.stderr and "last frames:" not in run.stdout
+    assert len(failed) == 1 and str(checkpoint) in failed[0], seen
+    assert "Traceback" not in run.stdout + run.stderr and "last frames:" not in run.stdout, seen
 
 
 def test_a_healthy_kept_workdir_runs_the_lesson_again(tutorial, tmp_path, kept_checkpoint_workdir):
