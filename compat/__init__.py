@@ -35,11 +35,22 @@ class FixReport:
         return {"name": self.name, "applied": self.applied, "state": self.state, "reason": self.reason}
 
 
+_applied: list[FixReport] = []
+
+
 def apply_all() -> list[FixReport]:
     """Applies every known fix that this environment needs."""
     from compat import etils_prng
 
-    return [etils_prng.apply()]
+    reports = [etils_prng.apply()]
+    _applied.extend(r for r in reports if r.applied)
+    return reports
+
+
+def python_m() -> list[str]:
+    """How this process should start `python -m MODULE` in a child: through `compat.run`
+    if it applied fixes (a new process starts without them), plainly otherwise."""
+    return ["-m", "compat.run"] if _applied else ["-m"]
 
 
 def skipped_all() -> list[FixReport]:

@@ -27,6 +27,7 @@ def get_config():
     )
     cfg.model = shared.MLP(inputs="batch.x", hidden=32)
     cfg.num_train_steps = 200
+    cfg.log_metrics_every = 10
     cfg.train_losses = {"logcosh": shared.LogCosh(preds="preds.y", targets="batch.y")}
     cfg.optimizer = optax.adam(learning_rate=1e-2)
     return cfg

@@ -21,6 +21,7 @@ import numpy as np
 from kauldron import kd, konfig, kontext
 from kauldron import ktyping as kt
 
+ROOT = pathlib.Path(__file__).resolve().parents[1]  # the repository: configs/ and sections/
 FEATURES = 16
 ROWS = {"train": 512, "eval": 128}
 BATCH_SIZE = 32
