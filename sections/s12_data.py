@@ -1,0 +1,98 @@
+"""A Kauldron data pipeline, with transforms as config entries.
+
+`kd.data.py.DataSource` turns any random-access source (`len` and `[i]`) into batches
+with PyGrain. Transforms run on each example before batching, and they are plain config
+entries too: `kd.data.Elements` keeps, drops or renames features, `kd.data.ValueRange`
+rescales one, `kd.data.Rearrange` reshapes one with an einops pattern. So the whole
+pipeline is a config: any field, a transform's included, can be overridden (in Python,
+or on the command line) before it is resolved.
+"""
+
+import dataclasses
+
+import numpy as np
+from kauldron import kd, konfig
+
+from sections.registry import Lesson, section
+
+IMAGE_SHAPE = (8, 8, 3)
+
+
+@dataclasses.dataclass(frozen=True)
+class SyntheticImages:
+    """Small random uint8 images with a label and an id. Each image holds a 0 and a 255,
+    so a rescaled image reaches both ends of its new range exactly."""
+
+    size: int = 64
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __getitem__(self, index: int) -> dict[str, np.ndarray]:
+        image = np.random.default_rng([0, index]).integers(0, 256, size=IMAGE_SHAPE, dtype=np.uint8)
+        image[0, 0, :2] = 0, 255
+        return {"image": image, "label": np.int64(index % 10), "id": np.int64(index)}
+
+
+def _pipeline_config(batch_size: int):
+    with konfig.imports():
+        from kauldron import kd as kd_cfg
+
+        from sections import s12_data as data_cfg
+
+    return kd_cfg.data.py.DataSource(
+        data_source=data_cfg.SyntheticImages(size=64),
+        transforms={
+            "select": kd_cfg.data.Elements(drop=["id"], rename={"label": "target"}),
+            "range": kd_cfg.data.ValueRange(key="image", vrange=(-1.0, 1.0)),  # from [0, 255]
+            "flatten": kd_cfg.data.Rearrange(key="image", pattern="h w c -> (h w c)"),
+        },
+        batch_size=batch_size, shuffle=False, num_epochs=1, seed=0, num_workers=0,
+    )
+
+
+@section(12, "data", "A data pipeline with transforms, as a config", trains=False)
+def lesson(lesson: Lesson) -> str:
+    raw = kd.data.py.DataSource(data_source=SyntheticImages(size=64), batch_size=8, shuffle=False,
+                                num_epochs=1, seed=0, num_workers=0)
+    before = kd.inspect.json_spec_like(raw.element_spec)
+    print(f"  without transforms: {before}")
+    lesson.check_equal(before, {"id": "i64[8]", "image": "ui8[8 8 8 3]", "label": "i64[8]"},
+                       "the element spec without transforms")
+
+    cfg = _pipeline_config(batch_size=8)
+    print("  transforms (config entries):")
+    for name, transform in cfg.transforms.items():
+        print(f"    {name:8} {transform}".replace("\n", " "))
+    pipeline = konfig.resolve(cfg)
+    after = kd.inspect.json_spec_like(pipeline.element_spec)
+    print(f"  with them:          {after}")
+    lesson.check_equal(after, {"image": "f32[8 192]", "target": "i64[8]"}, "the element spec with transforms")
+
+    batch = next(iter(pipeline))
+    raw_images = np.stack([SyntheticImages(size=64)[i]["image"] for i in range(8)])
+    expected = (raw_images.reshape(8, -1) / 255.0 * 2.0 - 1.0).astype(np.float32)
+    low, high = float(batch["image"].min()), float(batch["image"].max())
+    print(f"  a batch: image {batch['image'].shape} {batch['image'].dtype} in [{low}, {high}],"
+          f" target {batch['target'].tolist()}")
+    lesson.check_equal((low, high), (-1.0, 1.0), "the rescaled image range")
+    lesson.check(np.allclose(batch["image"], expected, atol=1e-6), "image = flatten(raw / 255 * 2 - 1)")
+    lesson.check_equal(batch["target"].tolist(), [i % 10 for i in range(8)], "the renamed labels")
+
+    cfg.batch_size = 16  # the pipeline is a config: override, then resolve again
+    cfg.transforms["range"].vrange = (0.0, 1.0)
+    cfg.transforms["flatten"].pattern = "h w c -> c h w"
+    changed = konfig.resolve(cfg)
+    spec = kd.inspect.json_spec_like(changed.element_spec)
+    batch = next(iter(changed))
+    low, high = float(batch["image"].min()), float(batch["image"].max())
+    print("\n  cfg.batch_size = 16; cfg.transforms['range'].vrange = (0.0, 1.0);"
+          "\n  cfg.transforms['flatten'].pattern = 'h w c -> c h w'")
+    print(f"  resolved again: {spec}, image in [{low}, {high}]")
+    lesson.check_equal(spec, {"image": "f32[16 3 8 8]", "target": "i64[16]"}, "the spec after the overrides")
+    lesson.check_equal((low, high), (0.0, 1.0), "the image range after the override")
+    raw16 = np.stack([SyntheticImages(size=64)[i]["image"] for i in range(16)])
+    lesson.check(np.allclose(batch["image"], raw16.transpose(0, 3, 1, 2) / 255.0, atol=1e-6),
+                 "image = transpose(raw / 255)")
+    lesson.fact("element_spec", {"raw": before, "transformed": after, "overridden": spec})
+    return "Elements, ValueRange and Rearrange as config entries: f32[8 192] in [-1, 1]; overridden to f32[16 3 8 8] in [0, 1]"
