@@ -125,6 +125,32 @@ def test_checkpoint_resumes_and_only_pygrain_resumes_exactly(tutorial):
     assert differences["InMemoryPipeline"] == pytest.approx(0.0323, rel=0.05)
 
 
+def test_cli_run_records_its_overrides_and_trains(tutorial):
+    facts = run_alone(tutorial, "cli")
+    assert facts["recorded_overrides"]["model.hidden"] == 128
+    assert facts["recorded_overrides"]["num_train_steps"] == 50
+    assert list(facts["logged_logcosh"]) == ["0", "50"]
+    assert facts["logged_logcosh"]["50"] < facts["logged_logcosh"]["0"]
+    assert facts["sweep_flags"] == ["", "--cfg.model.hidden=4", "--cfg.model.hidden=128",
+                                    "--cfg.optimizer.learning_rate=0.1", "'--cfg.optimizer=py::optax.sgd(0.05)'"]
+
+
+def test_sharding_splits_the_batch_8_ways_and_matches_one_device(tutorial):
+    facts = run_alone(tutorial, "sharding")
+    assert facts["batch_shards"] == {"devices": 8, "shapes": [[4, 16]] * 8}
+    assert facts["max_relative_loss_difference"] <= 1e-5
+    assert facts["within_tol_step_1"]["sharded"] == facts["within_tol_step_1"]["pooled"]
+
+
+def test_data_transforms_change_the_element_spec_and_follow_overrides(tutorial):
+    facts = run_alone(tutorial, "data")
+    assert facts["element_spec"] == {
+        "raw": {"id": "i64[8]", "image": "ui8[8 8 8 3]", "label": "i64[8]"},
+        "transformed": {"image": "f32[8 192]", "target": "i64[8]"},
+        "overridden": {"image": "f32[16 3 8 8]", "target": "i64[16]"},
+    }
+
+
 def test_sections_5_to_9_pass_in_reverse_order_in_one_process(tutorial):
     run = tutorial("9", "8", "7", "6", "5")
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
