@@ -57,12 +57,30 @@ class SelectionError(ValueError):
     """A section selector matched nothing, or more than one section."""
 
 
+@dataclasses.dataclass
+class Panel:
+    """One panel of a section's figure: curves (label -> (xs, ys)) or bars (label -> value)."""
+
+    title: str
+    xlabel: str
+    ylabel: str
+    lines: dict[str, tuple[list[float], list[float]]] = dataclasses.field(default_factory=dict)
+    bars: dict[str, float] = dataclasses.field(default_factory=dict)
+    log_y: bool = False
+
+
 class Lesson:
-    """What a section function gets: its own workdir, checks, and a place for facts."""
+    """What a section function gets: its own workdir, checks, and a place for facts and
+    for the data of a figure (drawn only with --plots)."""
 
     def __init__(self, workdir: pathlib.Path):
         self.workdir = workdir
         self.facts: dict[str, Any] = {}
+        self.figure: tuple[str, list[Panel]] | None = None
+
+    def plot(self, title: str, *panels: Panel) -> None:
+        """Records the section's figure: data only, so matplotlib stays optional."""
+        self.figure = (title, list(panels))
 
     def fact(self, name: str, value: Any) -> Any:
         """Records a verified value for the JSON results, and returns it."""
@@ -104,6 +122,7 @@ class SectionResult:
     # For a failure: {"type", "message", "expected", "short_traceback", "traceback"};
     # "expected" (a LessonFailed) means the message says it all.
     error: dict[str, str] | None = None
+    plots: list[str] = dataclasses.field(default_factory=list)  # PNG files written
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -117,7 +136,10 @@ def section(number: int, slug: str, title: str, *, trains: bool = False):
     """Registers a lesson. Arguments must be literals: the catalog reads them with ast."""
 
     def register(fn: Callable[[Lesson], str]) -> Callable[[Lesson], str]:
-        if slug in _FUNCTIONS and _FUNCTIONS[slug] is not fn:
+        # The same section defined again (a notebook cell, then its module imported by a
+        # config) replaces itself; two sections sharing a slug are an error.
+        earlier = getattr(_FUNCTIONS.get(slug), "section_info", None)
+        if earlier is not None and earlier != (number, slug, title, trains):
             raise ValueError(f"section {slug!r} is registered twice")
         fn.section_info = (number, slug, title, trains)
         _FUNCTIONS[slug] = fn
@@ -223,14 +245,24 @@ def lesson_text(module) -> str:
     return doc.split("\n\n", 1)[1] if "\n\n" in doc else ""
 
 
-def run(info: SectionInfo, workdir: pathlib.Path) -> SectionResult:
+def plotting_available() -> bool:
+    """Whether --plots can draw: matplotlib is an optional dependency."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def run(info: SectionInfo, workdir: pathlib.Path, plots_dir: pathlib.Path | None = None) -> SectionResult:
     """Imports the section's module, runs its lesson in `workdir`, and records the outcome.
+    With `plots_dir`, the lesson's figure, if it has one, is drawn there as NN-slug.png.
 
     KeyboardInterrupt is not caught: the driver handles it for the whole run.
     """
     start = time.perf_counter()
     lesson = Lesson(workdir)
-    status, summary, error = "passed", "", None
+    status, summary, error, plots = "passed", "", None, []
     try:
         workdir.mkdir(parents=True, exist_ok=True)
         module = importlib.import_module(info.module)
@@ -241,6 +273,12 @@ def run(info: SectionInfo, workdir: pathlib.Path) -> SectionResult:
         if os.environ.get(FAIL_SECTION_ENV) == info.slug:
             _injected_failure()
         summary = fn(lesson) or ""
+        if plots_dir is not None and lesson.figure is not None:
+            from sections import plots as plotting
+
+            path = plots_dir / f"{info.number:02d}-{info.slug}.png"
+            plotting.draw(*lesson.figure, path)
+            plots.append(str(path))
     except SkipSection as e:
         status, summary = "skipped", str(e)
     except Exception as e:  # noqa: BLE001 - one section's failure never stops the run
@@ -259,6 +297,7 @@ def run(info: SectionInfo, workdir: pathlib.Path) -> SectionResult:
         summary=summary,
         facts=lesson.facts,
         error=error,
+        plots=plots,
     )
 
 

@@ -9,7 +9,7 @@ silently keep the old decay curve.
 import optax
 from kauldron import konfig
 
-from sections.registry import Lesson, section
+from sections.registry import Lesson, Panel, section
 
 PEAK_LR, WARMUP_STEPS = 1e-3, 100
 
@@ -65,6 +65,12 @@ def lesson(lesson: Lesson) -> str:
     lesson.fact("literal_lr_at_90pct_of_200", table["lr_at_90pct"]["literal_at_200_steps"])
     lesson.check(table["lr_at_90pct"]["literal_at_200_steps"] > 0.9 * PEAK_LR,
                  "the literal copy is within 10% of its peak at 90% of the 200-step run")
+    lesson.plot("Section 2: cfg.ref follows num_train_steps; a literal copy does not",
+                Panel("learning rate over each run", "step", "learning rate", lines={
+                    "ref, num_train_steps=1000": (list(range(1001)), [float(at_1000(i)) for i in range(1001)]),
+                    "ref, num_train_steps=200": (list(range(201)), [float(at_200(i)) for i in range(201)]),
+                    "literal 1000, run of 200": (list(range(201)), [float(literal(i)) for i in range(201)]),
+                }))
     print("\n  The literal copy ignored the edit: at 90% of a 200-step run it is still near its"
           "\n  peak, because it thinks the run is 1000 steps long.")
 

@@ -13,7 +13,7 @@ import numpy as np
 import optax
 from kauldron import kd
 
-from sections.registry import Lesson, section
+from sections.registry import Lesson, Panel, section
 from sections.shared import BATCH_SIZE, MLP, LogCosh, WithinTol, make_loader
 
 STEPS = 300
@@ -74,14 +74,15 @@ def lesson(lesson: Lesson) -> str:
 
     print(f"\n  {'step':>6} {'logcosh':>9} {'within .25':>11} {'enc_norm':>9}")
     batches = iter(trainer.train_ds)
-    curve = {}
+    curve, every_step = {}, {}
     for step in range(1, STEPS + 1):
         batch = next(batches)
         if step == STEPS:  # the step donates its input buffers: keep a host copy to check
             params_before, last_x = jax.tree.map(np.asarray, state.params), np.asarray(batch["x"])
         state, aux = trainer.trainstep.step(state, batch, return_losses=True, return_metrics=True)
+        row = {k: float(v) for k, v in _compute({**aux.loss_states, **aux.metric_states}).items()}
+        every_step[step] = row
         if step in PRINT_AT:
-            row = {k: float(v) for k, v in _compute({**aux.loss_states, **aux.metric_states}).items()}
             curve[step] = row
             print(f"  {step:>6} {row['logcosh']:>9.4f} {row['within_tol']:>11.4f} {row['enc_norm']:>9.4f}")
 
@@ -94,6 +95,12 @@ def lesson(lesson: Lesson) -> str:
     lesson.fact("loss_curve", {str(k): v["logcosh"] for k, v in curve.items()})
     lesson.fact("enc_norm_curve", {str(k): v["enc_norm"] for k, v in curve.items()})
     lesson.fact("loss_drop", first / last)
+    steps = list(every_step)
+    lesson.plot("Section 6: the Trainer's train step, by hand",
+                Panel("training loss", "step", "logcosh (log scale)", log_y=True,
+                      lines={"logcosh": (steps, [every_step[k]["logcosh"] for k in steps])}),
+                Panel("an inner layer, read by key path", "step", "mean row norm",
+                      lines={"enc_norm ('interms.enc.__call__[0]')": (steps, [every_step[k]["enc_norm"] for k in steps])}))
     print(f"\n  The loss fell {first / last:.0f}x. enc_norm was never returned by MLP: the key"
           f"\n  'interms.enc.__call__[0]' reached into the layer named enc, and its value matches"
           f"\n  the mean row norm of that layer's output computed by hand ({by_hand:.4f}).")

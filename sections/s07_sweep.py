@@ -15,7 +15,7 @@ import optax
 from kauldron import konfig, kontext
 
 from configs import regression
-from sections.registry import Lesson, section
+from sections.registry import Lesson, Panel, section
 from sections.shared import FEATURES, as_flag
 
 DEFAULT_HIDDEN, DEFAULT_LR = 32, 1e-2
@@ -78,6 +78,8 @@ def lesson(lesson: Lesson) -> str:
     lesson.check_equal(len(results), 5, "runs in the sweep")
     lesson.check(len(set(results.values())) == len(results), "every override changed the outcome")
     lesson.fact("final_logcosh", results)
+    lesson.plot(f"Section 7: one config, five overrides, {base.num_train_steps} steps each",
+                Panel("final training loss per run", "final logcosh", "", bars=results))
     print(f"\n  best: {best} ({results[best]:.4f}); worst: {worst} ({results[worst]:.4f})")
     print("  Each override was checked on the resolved Trainer: the enc kernel's shape, and the"
           "\n  optimizer's updates against optax built directly with the overridden values.")

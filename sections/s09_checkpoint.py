@@ -24,7 +24,7 @@ import numpy as np
 import optax
 from kauldron import kd
 
-from sections.registry import Lesson, LessonFailed, section
+from sections.registry import Lesson, LessonFailed, Panel, section
 from sections.shared import (BATCH_SIZE, MLP, LogCosh, RegressionRows, WithinTol, event_files,
                              make_data, make_loader, read_scalars)
 
@@ -171,6 +171,12 @@ def lesson(lesson: Lesson) -> str:
                          for step, v in sorted(evals.items())})
     lesson.check(evals[SECOND_STEPS]["losses/logcosh"] * 10 < evals[0]["losses/logcosh"],
                  "the eval loss fell at least 10x from step 0 to step 300")
+    steps = sorted(evals)
+    lesson.plot(f"Section 9: evaluation every {EVERY} steps, across a resume at step {FIRST_STEPS}",
+                Panel("eval loss (128 rows)", "step", "logcosh (log scale)", log_y=True,
+                      lines={"eval logcosh": (steps, [evals[k]["losses/logcosh"] for k in steps])}),
+                Panel("eval metric (pooled over 128 rows)", "step", "within_tol",
+                      lines={"eval within_tol": (steps, [evals[k]["metrics/within_tol"] for k in steps])}))
 
     # The step-0 evaluation used the initial parameters: recompute it over all 128 rows.
     data = make_data("eval")

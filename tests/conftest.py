@@ -40,3 +40,23 @@ def tutorial(tmp_path):
         return Run(proc, json_path)
 
     return run
+
+
+def assert_png_drawn(path: pathlib.Path) -> None:
+    """A real PNG with something drawn on it: not empty, not one flat colour."""
+    from matplotlib import image
+
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", f"{path} is not a PNG"
+    pixels = image.imread(path)  # decodes the whole file: a truncated PNG raises
+    assert pixels.shape[0] >= 300 and pixels.shape[1] >= 500, pixels.shape
+    colours = {tuple(p) for p in pixels.reshape(-1, pixels.shape[-1])[::7]}
+    assert len(colours) > 20, f"{path} looks blank: {len(colours)} colours"
+
+
+def shadow_module(folder: pathlib.Path, name: str) -> dict:
+    """An environment in which `import name` fails as if it were not installed."""
+    folder.mkdir(exist_ok=True)
+    (folder / f"{name}.py").write_text(f"raise ModuleNotFoundError(\"No module named '{name}'\", name={name!r})\n")
+    import os
+
+    return dict(os.environ, PYTHONPATH=str(folder))

@@ -1,19 +1,29 @@
 """Each section, run alone through the driver in a fresh process, passes and verifies its facts."""
 
 import os
+import pathlib
 import subprocess
 import sys
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, assert_png_drawn
 
 
-def run_alone(tutorial, slug: str) -> dict:
-    run = tutorial(slug)
+def run_alone(tutorial, slug: str, *options: str) -> dict:
+    run = tutorial(slug, *options)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     (result,) = run.results["sections"]
     assert result["status"] == "passed", result
     return result["facts"]
+
+
+def run_alone_with_plots(tutorial, slug: str, plots: pathlib.Path) -> dict:
+    """Runs a section with --plots; checks its one figure is a real picture."""
+    facts = run_alone(tutorial, slug, "--plots", str(plots))
+    (figure,) = plots.iterdir()
+    assert figure.name.endswith(f"-{slug}.png")
+    assert_png_drawn(figure)
+    return facts
 
 
 def test_konfig_records_the_call_and_rebuilds_an_identical_chain(tutorial):
@@ -85,8 +95,8 @@ def test_loss_metric_pools_instead_of_averaging_rates(tutorial):
     assert facts["mean_of_rates"] == 0.5  # (9/24 + 5/8) / 2
 
 
-def test_trainer_loss_falls_and_inner_norm_is_read(tutorial):
-    facts = run_alone(tutorial, "trainer")
+def test_trainer_loss_falls_and_inner_norm_is_read(tutorial, tmp_path):
+    facts = run_alone_with_plots(tutorial, "trainer", tmp_path / "plots")
     curve = facts["loss_curve"]
     assert curve["1"] == pytest.approx(1.5107, abs=1e-4)
     assert curve["300"] == pytest.approx(0.0049, abs=1e-4)
@@ -94,8 +104,8 @@ def test_trainer_loss_falls_and_inner_norm_is_read(tutorial):
     assert facts["enc_norm_curve"]["300"] == pytest.approx(5.9958, abs=1e-3)
 
 
-def test_sweep_final_losses(tutorial):
-    facts = run_alone(tutorial, "sweep")
+def test_sweep_final_losses(tutorial, tmp_path):
+    facts = run_alone_with_plots(tutorial, "sweep", tmp_path / "plots")
     assert facts["final_logcosh"] == pytest.approx({
         "(baseline)": 0.0099,
         "--cfg.model.hidden=4": 0.0192,
@@ -114,8 +124,8 @@ def test_guardrails_reads_the_root_defaults(tutorial):
     assert "ConfigDict only accept other configurables" in facts["error"]
 
 
-def test_checkpoint_resumes_and_only_pygrain_resumes_exactly(tutorial):
-    facts = run_alone(tutorial, "checkpoint")
+def test_checkpoint_resumes_and_only_pygrain_resumes_exactly(tutorial, tmp_path):
+    facts = run_alone_with_plots(tutorial, "checkpoint", tmp_path / "plots")
     assert facts["checkpoints"] == {"first_run": [0, 100, 200], "after_resume": [100, 200, 300]}
     assert list(facts["eval"]) == ["0", "100", "200", "300"]
     assert facts["eval"]["0"] == pytest.approx({"logcosh": 1.2229, "within_tol": 13 / 128}, abs=1e-4)
