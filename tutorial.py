@@ -35,6 +35,7 @@ import time  # noqa: E402
 from sections import registry  # noqa: E402
 
 INSTALL_COMMAND = "python3 -m venv .venv && .venv/bin/pip install -r requirements.txt"
+EXTRAS_INSTALL_COMMAND = ".venv/bin/pip install -r requirements-extras.txt"
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 RULE = "=" * 78
 
@@ -91,6 +92,14 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     )
     parser.add_argument("--keep", action="store_true", help="keep the temporary workdir")
     parser.add_argument(
+        "--plots", metavar="DIR",
+        help="also draw the sections' figures as PNG files in DIR (needs matplotlib)",
+    )
+    parser.add_argument(
+        "--notebook", metavar="PATH",
+        help="write the selected sections as a Jupyter notebook to PATH and exit (needs nbformat)",
+    )
+    parser.add_argument(
         "--no-compat", action="store_true",
         help="skip the compat fixes (to see what they fix)",
     )
@@ -139,6 +148,43 @@ def prepare_workdir(path: str | None, keep: bool) -> tuple[pathlib.Path, bool]:
     except OSError as e:
         raise UsageError(f"--workdir {path}: cannot create or write it ({e.strerror})") from None
     return root, False
+
+
+def prepare_plots(path: str | None) -> tuple[pathlib.Path | None, str | None]:
+    """Where --plots draws (None: nowhere), and the header line that says so. Without
+    matplotlib the run goes on as if --plots was not given, after one line saying why."""
+    if path is None:
+        return None, None
+    target = pathlib.Path(path).resolve()
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=target):
+            pass
+    except OSError as e:
+        raise UsageError(f"--plots {path}: cannot create or write it ({e.strerror})") from None
+    if not registry.plotting_available():
+        return None, f"plots: not drawn: matplotlib is not installed; install it with: {EXTRAS_INSTALL_COMMAND}"
+    return target, f"plots: {target} (a PNG for each section with a figure: 2, 6, 7, 9)"
+
+
+def export_notebook(path: str, chosen: list[registry.SectionInfo]) -> None:
+    target = pathlib.Path(path)
+    if target.is_dir():
+        raise UsageError(f"--notebook {path}: is a directory")
+    if not target.parent.is_dir():
+        raise UsageError(f"--notebook {path}: no directory {target.parent}")
+    try:
+        from sections import notebook
+    except ImportError as e:
+        raise UsageError(f"--notebook needs {e.name}, which is not installed; install it with: "
+                         f"{EXTRAS_INSTALL_COMMAND}") from None
+    try:
+        notebook.export(chosen, target)
+    except OSError as e:
+        raise UsageError(f"--notebook {path}: cannot write it ({e.strerror})") from None
+    sections = f"{len(chosen)} section" + ("s" if len(chosen) != 1 else "")
+    print(f"notebook: {target} ({sections}). Open it with `jupyter lab {target}`"
+          " (README.md: Notebook).")
 
 
 def prepare_cache(path: str | None, disabled: bool) -> pathlib.Path | None:
@@ -214,6 +260,8 @@ def print_result(result: registry.SectionResult) -> None:
             print("   " + result.error["short_traceback"].rstrip().replace("\n", "\n   "))
     else:
         print(f"-> {result.status} ({result.seconds:.1f} s): {result.summary}")
+    for path in result.plots:
+        print(f"   figure: {path}")
 
 
 def print_summary(results: list[registry.SectionResult], totals: dict) -> None:
@@ -240,6 +288,9 @@ def main(argv: list[str]) -> int:
             print_list(infos)
             return EXIT_OK
         chosen = registry.select(infos, args.sections) if args.sections else infos
+        if args.notebook:  # writing it needs nbformat, not Kauldron
+            export_notebook(args.notebook, chosen)
+            return EXIT_OK
         json_path = check_json_path(args.json) if args.json else None
         missing = registry.missing_requirements()
         if missing:
@@ -253,6 +304,7 @@ def main(argv: list[str]) -> int:
                 write_json(json_path, {**described, "interrupted": False, "sections": [], "totals": {}})
             return EXIT_OK
         cache = prepare_cache(args.cache_dir, args.no_cache)
+        plots_dir, plots_line = prepare_plots(args.plots)
         workdir, remove_workdir = prepare_workdir(args.workdir, args.keep)
     except (UsageError, registry.SelectionError) as e:
         print(f"tutorial.py: {e}", file=sys.stderr)
@@ -264,11 +316,13 @@ def main(argv: list[str]) -> int:
               "workdir": str(workdir), "sections": [], "totals": {}}
     try:
         described, fixes = inspect_environment(args.no_compat, cache, workdir)
-        report.update(described)
+        report.update(described, plots=str(plots_dir) if plots_dir else None)
         print_header(described, fixes, workdir, remove_workdir)
+        if plots_line:
+            print(plots_line)
         for info in chosen:
             print(f"\n{RULE}\n{info.number}. {info.title}  [{info.slug}]\n{RULE}")
-            result = registry.run(info, workdir / f"{info.number:02d}-{info.slug}")
+            result = registry.run(info, workdir / f"{info.number:02d}-{info.slug}", plots_dir)
             if CtrlC.pressed:  # the interrupt was swallowed inside the section: don't trust it
                 raise KeyboardInterrupt
             results.append(result)

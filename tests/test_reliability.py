@@ -129,7 +129,7 @@ def test_ctrl_c_prints_the_summary_writes_partial_json_and_exits_130(tmp_path):
 def test_ctrl_c_stops_the_run_even_when_library_code_swallows_it(monkeypatch, tmp_path, capsys):
     import tutorial
 
-    def run_a_section_that_swallows_ctrl_c(info, workdir):
+    def run_a_section_that_swallows_ctrl_c(info, workdir, plots_dir=None):
         try:
             signal.raise_signal(signal.SIGINT)  # the user presses Ctrl-C ...
         except KeyboardInterrupt:
@@ -163,7 +163,7 @@ def test_ctrl_c_during_garbage_collection_stops_the_run_without_a_traceback(monk
         if phase == "start":
             signal.raise_signal(signal.SIGINT)
 
-    def run_a_section_that_collects_garbage(info, workdir):
+    def run_a_section_that_collects_garbage(info, workdir, plots_dir=None):
         gc.callbacks.append(press_ctrl_c_in_gc)
         try:
             gc.collect()

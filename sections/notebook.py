@@ -1,0 +1,100 @@
+"""The tutorial as a Jupyter notebook, built with nbformat.
+
+A setup cell (the install line, the compat fixes, a fresh workdir), then for each section
+a markdown cell with its lesson, a code cell with the section's own code (its module,
+without the docstring the markdown already shows) and a code cell that runs it. The
+notebook imports `sections` and `compat` from this repository, so it runs wherever the
+repository is; the setup cell says where it expects it.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import json
+import pathlib
+
+import nbformat
+from nbformat import v4
+
+from sections import registry
+
+ROOT = registry.SECTIONS_DIR.parent
+
+INTRO = """# Kauldron, section by section
+
+Each section is a short lesson that prints what it shows and checks it against the
+installed library: a failed check raises, and the cell shows why. Run the cells in order
+(the setup cell first); each section's cells also run on their own after the setup cell.
+Exported from the repository at `{root}` by `python tutorial.py --notebook`."""
+
+SETUP = '''import os, pathlib, sys, tempfile
+
+# The repository this notebook came from: its sections/ and compat/ are imported below.
+# Elsewhere (Colab, another machine), set KAULDRON_TUTORIAL_ROOT to where you put it.
+TUTORIAL_ROOT = pathlib.Path(os.environ.get("KAULDRON_TUTORIAL_ROOT", {root}))
+sys.path.insert(0, str(TUTORIAL_ROOT))
+
+# Without Kauldron installed, uncomment, run once (3-4 GB, a few minutes), restart the kernel:
+# %pip install -r {{TUTORIAL_ROOT}}/requirements-extras.txt
+
+from sections import registry
+from sections.registry import Lesson
+
+# A fresh workdir for this session, and JAX's compilation cache shared with tutorial.py.
+WORKDIR = pathlib.Path(tempfile.mkdtemp(prefix="kauldron-notebook-"))
+registry.prepare(registry.default_cache(), WORKDIR)
+
+# The compat fixes, before anything imports Kauldron (tutorial.py does the same).
+import compat
+for fix in compat.apply_all():
+    print(f"compat {{fix.line()}}")
+print(f"workdir: {{WORKDIR}}")'''
+
+RUN = '''workdir = WORKDIR / {workdir}
+workdir.mkdir(exist_ok=True)
+summary = lesson(Lesson(workdir))  # a failed check raises here
+print(f"-> passed: {{summary}}")'''
+
+
+def section_code(path: pathlib.Path) -> str:
+    """A section module's code as a cell: without its docstring (the markdown cell shows
+    it) and without an `if __name__ == "__main__":` block (in a notebook that is true)."""
+    source = path.read_text()
+    tree = ast.parse(source)
+    lines = source.splitlines()
+    drop: set[int] = set()
+    for node in tree.body:
+        is_docstring = (node is tree.body[0] and isinstance(node, ast.Expr)
+                        and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str))
+        is_main_block = (isinstance(node, ast.If) and isinstance(node.test, ast.Compare)
+                         and getattr(node.test.left, "id", None) == "__name__")
+        if is_docstring or is_main_block:
+            drop.update(range(node.lineno - 1, node.end_lineno))
+    kept = [line for number, line in enumerate(lines) if number not in drop]
+    return "\n".join(kept).strip("\n")
+
+
+def lesson_markdown(info: registry.SectionInfo, path: pathlib.Path) -> str:
+    doc = inspect.cleandoc(ast.get_docstring(ast.parse(path.read_text()), clean=False) or "")
+    body = doc.split("\n\n", 1)[1] if "\n\n" in doc else ""
+    return f"## {info.number}. {info.title}\n\n{body}".rstrip()
+
+
+def build(infos: list[registry.SectionInfo]) -> nbformat.NotebookNode:
+    nb = v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.metadata["language_info"] = {"name": "python"}
+    nb.cells.append(v4.new_markdown_cell(INTRO.format(root=ROOT)))
+    nb.cells.append(v4.new_code_cell(SETUP.format(root=json.dumps(str(ROOT)))))
+    for info in infos:
+        path = ROOT / (info.module.replace(".", "/") + ".py")
+        nb.cells.append(v4.new_markdown_cell(lesson_markdown(info, path)))
+        nb.cells.append(v4.new_code_cell(section_code(path)))
+        nb.cells.append(v4.new_code_cell(RUN.format(workdir=json.dumps(f"{info.number:02d}-{info.slug}"))))
+    nbformat.validate(nb)
+    return nb
+
+
+def export(infos: list[registry.SectionInfo], path: pathlib.Path) -> None:
+    nbformat.write(build(infos), str(path))

@@ -1,0 +1,78 @@
+"""What --notebook and --plots give a user: a notebook that runs headless from anywhere, and
+figures that are real pictures. Both are optional extras: without them, one line says how
+to install them."""
+
+import nbclient
+import nbformat
+from conftest import assert_png_drawn, shadow_module
+
+from sections import registry
+
+CATALOG = registry.catalog()
+
+
+def test_the_exported_notebook_runs_headless_and_every_section_passes(tutorial, tmp_path, monkeypatch):
+    path = tmp_path / "tutorial.ipynb"
+    export = tutorial("--notebook", str(path), with_json=False)
+    assert (export.returncode, export.stdout.count("\n")) == (0, 1), export.stderr
+    assert "jupyter lab" in export.stdout
+
+    notebook = nbformat.read(path, as_version=4)
+    nbformat.validate(notebook)
+    setup = notebook.cells[1].source
+    assert "# %pip install -r {TUTORIAL_ROOT}/requirements-extras.txt" in setup  # commented: installed here
+    assert "compat.apply_all()" in setup
+    titles = [cell.source.splitlines()[0] for cell in notebook.cells if cell.cell_type == "markdown"][1:]
+    assert titles == [f"## {info.number}. {info.title}" for info in CATALOG]
+
+    # The kernel starts in another directory: the notebook finds the repository by itself.
+    monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(tmp_path / "jupyter"))
+    monkeypatch.setenv("IPYTHONDIR", str(tmp_path / "ipython"))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    client = nbclient.NotebookClient(notebook, timeout=900, kernel_name="python3",
+                                     resources={"metadata": {"path": str(elsewhere)}})
+    client.execute()  # raises CellExecutionError, with the cell and its traceback, on any error
+    printed = ["".join(out.get("text", "") for out in cell.outputs if out.get("name") == "stdout")
+               for cell in notebook.cells if cell.cell_type == "code"]
+    passed = [text for text in printed if "-> passed: " in text]
+    assert len(passed) == len(CATALOG), printed
+    assert "compat etils-prng: " in printed[0]
+
+
+def test_a_notebook_of_some_sections_holds_only_those(tutorial, tmp_path):
+    path = tmp_path / "two.ipynb"
+    assert tutorial("--notebook", str(path), "kontext", "1", with_json=False).returncode == 0
+    titles = [cell.source.splitlines()[0] for cell in nbformat.read(path, as_version=4).cells
+              if cell.cell_type == "markdown"][1:]
+    by_number = {info.number: info for info in CATALOG}
+    assert titles == [f"## {n}. {by_number[n].title}" for n in (3, 1)]  # in the order asked
+
+
+def test_without_nbformat_notebook_export_says_how_to_install_it(tutorial, tmp_path):
+    run = tutorial("--notebook", str(tmp_path / "t.ipynb"), with_json=False,
+                   env=shadow_module(tmp_path / "shadow", "nbformat"))
+    assert (run.returncode, run.stdout) == (2, "")
+    assert run.stderr.count("\n") == 1
+    assert "nbformat" in run.stderr and "pip install -r requirements-extras.txt" in run.stderr
+    assert not (tmp_path / "t.ipynb").exists()
+
+
+def test_plots_are_real_pictures(tutorial, tmp_path):
+    plots = tmp_path / "plots"
+    run = tutorial("ref", "kontext", "--plots", str(plots))
+    assert run.returncode == 0, run.stdout[-2000:]
+    assert sorted(p.name for p in plots.iterdir()) == ["02-ref.png"]  # kontext has no figure
+    assert run.section("ref")["plots"] == [str(plots / "02-ref.png")]
+    assert_png_drawn(plots / "02-ref.png")
+
+
+def test_without_matplotlib_plots_say_how_to_install_it_and_nothing_else_changes(tutorial, tmp_path):
+    plots = tmp_path / "plots"
+    run = tutorial("ref", "--plots", str(plots), env=shadow_module(tmp_path / "shadow", "matplotlib"))
+    assert run.returncode == 0, run.stdout[-2000:]
+    (note,) = [line for line in run.stdout.splitlines() if line.startswith("plots:")]
+    assert "matplotlib is not installed" in note and "pip install -r requirements-extras.txt" in note
+    assert "Traceback" not in run.stdout + run.stderr
+    assert run.statuses() == {"ref": "passed"} and run.section("ref")["plots"] == []
+    assert list(plots.iterdir()) == []
