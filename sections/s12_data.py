@@ -4,8 +4,8 @@
 with PyGrain. Transforms run on each example before batching, and they are plain config
 entries too: `kd.data.Elements` keeps, drops or renames features, `kd.data.ValueRange`
 rescales one, `kd.data.Rearrange` reshapes one with an einops pattern. So the whole
-pipeline is a config: any field, a transform's included, can be overridden (in Python,
-or on the command line) before it is resolved.
+pipeline is a config: any field, a transform's included, can be overridden before it is
+resolved (in Python here; section 10 overrides a config from the command line).
 """
 
 import dataclasses
