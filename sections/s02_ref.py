@@ -6,12 +6,18 @@ A literal `1000` in the same place stays 1000, so a sweep over the run length wo
 silently keep the old decay curve.
 """
 
+import numpy as np
 import optax
 from kauldron import konfig
 
 from sections.registry import Lesson, Panel, section
 
 PEAK_LR, WARMUP_STEPS = 1e-3, 100
+
+
+def curve(schedule, steps: int) -> tuple[list[int], list[float]]:
+    """A schedule at every step of a run, in one call (optax schedules take arrays)."""
+    return list(range(steps + 1)), np.asarray(schedule(np.arange(steps + 1))).tolist()
 
 
 @section(2, "ref", "cfg.ref: change one number, everything downstream follows")
@@ -67,9 +73,9 @@ def lesson(lesson: Lesson) -> str:
                  "the literal copy is within 10% of its peak at 90% of the 200-step run")
     lesson.plot("Section 2: cfg.ref follows num_train_steps; a literal copy does not",
                 Panel("learning rate over each run", "step", "learning rate", lines={
-                    "ref, num_train_steps=1000": (list(range(1001)), [float(at_1000(i)) for i in range(1001)]),
-                    "ref, num_train_steps=200": (list(range(201)), [float(at_200(i)) for i in range(201)]),
-                    "literal 1000, run of 200": (list(range(201)), [float(literal(i)) for i in range(201)]),
+                    "ref, num_train_steps=1000": curve(at_1000, 1000),
+                    "ref, num_train_steps=200": curve(at_200, 200),
+                    "literal 1000, run of 200": curve(literal, 200),
                 }))
     print("\n  The literal copy ignored the edit: at 90% of a 200-step run it is still near its"
           "\n  peak, because it thinks the run is 1000 steps long.")
