@@ -312,6 +312,7 @@ def main(argv: list[str]) -> int:
 
     start = time.perf_counter()
     results: list[registry.SectionResult] = []
+    running = None  # the section that was running when an interrupt came
     report = {"versions": {}, "devices": [], "compat": [], "interrupted": False,
               "workdir": str(workdir), "sections": [], "totals": {}}
     try:
@@ -321,6 +322,7 @@ def main(argv: list[str]) -> int:
         if plots_line:
             print(plots_line)
         for info in chosen:
+            running = info.slug
             print(f"\n{RULE}\n{info.number}. {info.title}  [{info.slug}]\n{RULE}")
             result = registry.run(info, workdir / f"{info.number:02d}-{info.slug}", plots_dir)
             if CtrlC.pressed:  # the interrupt was swallowed inside the section: don't trust it
@@ -334,9 +336,8 @@ def main(argv: list[str]) -> int:
         done = {r.slug for r in results}
         for info in chosen:
             if info.slug not in done:
-                results.append(registry.SectionResult(
-                    info.number, info.slug, info.title, "skipped", 0.0,
-                    "not run: interrupted", {}))
+                why = "interrupted while running" if info.slug == running else "not run: interrupted"
+                results.append(registry.SectionResult(info.number, info.slug, info.title, "skipped", 0.0, why, {}))
         totals = {status: sum(r.status == status for r in results)
                   for status in ("passed", "failed", "skipped")}
         totals["seconds"] = round(time.perf_counter() - start, 3)

@@ -123,6 +123,7 @@ def test_ctrl_c_prints_the_summary_writes_partial_json_and_exits_130(tmp_path):
     statuses = {s["slug"]: s["status"] for s in report["sections"]}
     assert [statuses[slug] for slug in ("konfig", "ref", "kontext", "ktyping", "loss-metric")] == ["passed"] * 5
     assert statuses["trainer"] == "skipped"
+    assert {s["slug"]: s["summary"] for s in report["sections"]}["trainer"] == "interrupted while running"
     assert report["totals"]["passed"] == 5
 
 
