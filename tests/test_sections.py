@@ -1,6 +1,5 @@
 """Each section, run alone through the driver in a fresh process, passes and verifies its facts."""
 
-import os
 import pathlib
 import subprocess
 import sys
@@ -68,22 +67,8 @@ def test_what_section_4_says_of_the_legacy_kauldron_typing_is_true():
     assert proc.returncode == 0, proc.stderr[-3000:]
 
 
-def test_the_full_run_passes_every_section_in_order(tutorial):
-    from sections import registry
-
-    run = tutorial()
-    expected_fix = os.environ.get("TUTORIAL_EXPECT_ETILS_PRNG")  # set by .ci/run per leg
-    if expected_fix:
-        assert run.results["compat"][0]["state"] == expected_fix
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    expected = [info.slug for info in registry.catalog()]
-    assert [s["slug"] for s in run.results["sections"]] == expected
-    assert run.results["totals"]["passed"] == len(expected)
-    assert f"{len(expected)} passed, 0 failed, 0 skipped" in run.stdout
-    log = run.stdout + run.stderr
-    assert "Traceback" not in log
-    assert "it/s]" not in log  # no tqdm progress bars in a non-interactive log
-    assert "Profile has already been started" not in log
+# The full run, every section in order with a clean log, is tested twice at once in
+# test_reliability.py (two concurrent runs).
 
 
 def test_loss_metric_pools_instead_of_averaging_rates(tutorial):
