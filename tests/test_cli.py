@@ -175,3 +175,13 @@ def test_unusable_cache_dir_is_refused(tutorial, tmp_path):
     assert run.returncode == 2
     assert run.stdout == ""
     assert run.stderr.count("\n") == 1 and "--cache-dir" in run.stderr
+
+
+@pytest.mark.parametrize("option", ["--plots", "--notebook"])
+def test_unusable_plots_dir_or_notebook_path_is_refused(tutorial, tmp_path, option):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    run = tutorial("kontext", option, str(blocker / "sub" / "x"))
+    assert run.returncode == 2
+    assert run.stdout == ""
+    assert run.stderr.count("\n") == 1 and run.stderr.startswith(f"tutorial.py: {option}")
