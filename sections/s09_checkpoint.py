@@ -16,7 +16,6 @@ import json
 import pathlib
 import re
 import shutil
-import subprocess
 import sys
 
 import jax
@@ -26,7 +25,7 @@ from kauldron import kd
 
 from sections.registry import Lesson, LessonFailed, Panel, section
 from sections.shared import (BATCH_SIZE, MLP, LogCosh, RegressionRows, WithinTol, event_files,
-                             make_data, make_loader, read_scalars)
+                             make_data, make_loader, read_scalars, run_child)
 
 EVERY, FIRST_STEPS, SECOND_STEPS = 100, 200, 300
 EVAL_BATCH = 48  # 128 eval rows -> batches of 48, 48 and 32: pooling must weigh them right
@@ -91,11 +90,8 @@ def unreadable(checkpoints: list[pathlib.Path]) -> dict[str, str]:
     """The checkpoints Orbax cannot read back, with why. Read in a child process: when one
     read fails, Orbax leaves the other reads' coroutines behind, and Python prints each
     one's traceback ("Exception ignored in ...") to stderr whenever they are collected."""
-    proc = subprocess.run([sys.executable, "-c", _READ_CHECKPOINTS, *map(str, checkpoints)],
-                          capture_output=True, text=True, timeout=300)
-    if proc.returncode != 0:
-        last = [line for line in proc.stderr.strip().splitlines() if line.strip()][-1:]
-        raise LessonFailed(f"could not check the kept checkpoints: {' '.join(last)[:300]}")
+    proc = run_child([sys.executable, "-c", _READ_CHECKPOINTS, *map(str, checkpoints)],
+                     "reading the kept checkpoints")
     return {path: problem for path, problem in json.loads(proc.stdout.strip().splitlines()[-1]).items()
             if problem}
 

@@ -9,9 +9,7 @@ sweep is therefore a list of flag strings, one command per run.
 """
 
 import json
-import os
 import shlex
-import subprocess
 import sys
 
 from kauldron import konfig
@@ -19,8 +17,8 @@ from kauldron.konfig import py_flag_utils
 
 import compat
 from configs import regression
-from sections.registry import Lesson, LessonFailed, section
-from sections.shared import ROOT, as_flag, event_files, read_scalars
+from sections.registry import Lesson, section
+from sections.shared import as_flag, event_files, read_scalars, run_child
 
 STEPS, HIDDEN = 50, 128
 
@@ -33,11 +31,7 @@ def lesson(lesson: Lesson) -> str:
     print("  python -m kauldron.main \\\n    " + " \\\n    ".join(map(shlex.quote, flags)))
     # A new process does not have the compat fixes this one applied: compat.run adds them.
     command = [sys.executable, *compat.python_m(), "kauldron.main", *flags]
-    proc = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=900,
-                          env=dict(os.environ, PYTHONPATH=str(ROOT)))
-    if proc.returncode != 0:
-        last = [line for line in proc.stderr.strip().splitlines() if line.strip()][-1:]
-        raise LessonFailed(f"python -m kauldron.main exited {proc.returncode}: {' '.join(last)[:300]}")
+    run_child(command, "python -m kauldron.main")
 
     config = json.loads((workdir / "config.json").read_text())
     recorded = {"model.hidden": config["model"]["hidden"], "num_train_steps": config["num_train_steps"],

@@ -15,7 +15,6 @@ import inspect
 import json
 import os
 import pathlib
-import subprocess
 import sys
 
 import jax
@@ -24,8 +23,8 @@ import optax
 from kauldron import kd
 
 import compat
-from sections.registry import Lesson, LessonFailed, section
-from sections.shared import BATCH_SIZE, MLP, ROOT, LogCosh, WithinTol, make_loader
+from sections.registry import Lesson, section
+from sections.shared import BATCH_SIZE, MLP, LogCosh, WithinTol, make_loader, run_child
 
 DEVICES, STEPS = 8, 100
 # Summing a batch in 8 parts reorders float32 additions; measured up to 3.6e-6 relative.
@@ -80,14 +79,10 @@ def kauldron_calls_jax_distributed_initialize() -> bool:
 @section(11, "sharding", "Data parallelism: the same Trainer on 8 devices", trains=True)
 def lesson(lesson: Lesson) -> str:
     out = lesson.workdir / "eight-devices.json"
-    env = dict(os.environ, PYTHONPATH=str(ROOT),
-               XLA_FLAGS=f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count={DEVICES}".strip())
+    xla_flags = f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count={DEVICES}".strip()
     # A new process does not have the compat fixes this one applied: compat.run adds them.
     command = [sys.executable, *compat.python_m(), "sections.s11_sharding", str(lesson.workdir / "child"), str(out)]
-    proc = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
-    if proc.returncode != 0:
-        last = [line for line in proc.stderr.strip().splitlines() if line.strip()][-1:]
-        raise LessonFailed(f"the {DEVICES}-device child process exited {proc.returncode}: {' '.join(last)[:300]}")
+    run_child(command, f"the {DEVICES}-device child process", XLA_FLAGS=xla_flags)
     eight = json.loads(out.read_text())
     one = train_and_measure(str(lesson.workdir / "one-device"))
 
