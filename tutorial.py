@@ -136,18 +136,23 @@ def check_json_path(path: str) -> pathlib.Path:
     return target
 
 
+def writable_dir(option: str, path: str) -> pathlib.Path:
+    """The directory an option names, created if need be; refused unless we can write in it."""
+    target = pathlib.Path(path).resolve()
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=target):
+            pass
+    except OSError as e:
+        raise UsageError(f"{option} {path}: cannot create or write it ({e.strerror})") from None
+    return target
+
+
 def prepare_workdir(path: str | None, keep: bool) -> tuple[pathlib.Path, bool]:
     """The run's root directory, and whether to remove it at the end."""
     if path is None:
         return pathlib.Path(tempfile.mkdtemp(prefix="kauldron-tutorial-")), not keep
-    root = pathlib.Path(path).resolve()
-    try:
-        root.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=root):
-            pass
-    except OSError as e:
-        raise UsageError(f"--workdir {path}: cannot create or write it ({e.strerror})") from None
-    return root, False
+    return writable_dir("--workdir", path), False
 
 
 def prepare_plots(path: str | None) -> tuple[pathlib.Path | None, str | None]:
@@ -155,13 +160,7 @@ def prepare_plots(path: str | None) -> tuple[pathlib.Path | None, str | None]:
     matplotlib the run goes on as if --plots was not given, after one line saying why."""
     if path is None:
         return None, None
-    target = pathlib.Path(path).resolve()
-    try:
-        target.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=target):
-            pass
-    except OSError as e:
-        raise UsageError(f"--plots {path}: cannot create or write it ({e.strerror})") from None
+    target = writable_dir("--plots", path)
     if not registry.plotting_available():
         return None, f"plots: not drawn: matplotlib is not installed; install it with: {EXTRAS_INSTALL_COMMAND}"
     return target, f"plots: {target} (a PNG for each section with a figure: 2, 6, 7, 9)"

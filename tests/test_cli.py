@@ -78,16 +78,18 @@ def test_unwritable_json_path_is_refused_before_running(tutorial, tmp_path):
     assert run.stderr.count("\n") == 1 and "--json" in run.stderr
 
 
+@pytest.mark.parametrize("option", ["--workdir", "--plots", "--notebook"])
 @pytest.mark.parametrize("problem", ["cannot be created", "cannot be written"])
-def test_unusable_workdir_is_refused(tutorial, tmp_path, problem):
+def test_unusable_output_directory_is_refused(tutorial, tmp_path, option, problem):
     blocker = tmp_path / "a-file"
     blocker.write_text("")
     # /proc exists and refuses new files, even to root.
-    workdir = blocker / "sub" if problem == "cannot be created" else pathlib.Path("/proc")
-    run = tutorial("kontext", "--workdir", str(workdir))
+    folder = blocker / "sub" if problem == "cannot be created" else pathlib.Path("/proc")
+    target = folder / "t.ipynb" if option == "--notebook" else folder
+    run = tutorial("kontext", option, str(target))
     assert run.returncode == 2
     assert run.stdout == ""
-    assert run.stderr.count("\n") == 1 and run.stderr.startswith("tutorial.py: --workdir")
+    assert run.stderr.count("\n") == 1 and run.stderr.startswith(f"tutorial.py: {option}")
 
 
 def test_json_schema(tutorial):
@@ -175,13 +177,3 @@ def test_unusable_cache_dir_is_refused(tutorial, tmp_path):
     assert run.returncode == 2
     assert run.stdout == ""
     assert run.stderr.count("\n") == 1 and "--cache-dir" in run.stderr
-
-
-@pytest.mark.parametrize("option", ["--plots", "--notebook"])
-def test_unusable_plots_dir_or_notebook_path_is_refused(tutorial, tmp_path, option):
-    blocker = tmp_path / "a-file"
-    blocker.write_text("")
-    run = tutorial("kontext", option, str(blocker / "sub" / "x"))
-    assert run.returncode == 2
-    assert run.stdout == ""
-    assert run.stderr.count("\n") == 1 and run.stderr.startswith(f"tutorial.py: {option}")
