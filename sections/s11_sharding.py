@@ -119,6 +119,13 @@ def lesson(lesson: Lesson) -> str:
     lesson.check(all(p.default is not inspect.Parameter.empty
                      for p in inspect.signature(jax.distributed.initialize).parameters.values()),
                  "jax.distributed.initialize() can be called without arguments")
+    # Which clusters jax reads those arguments from: a private registry, so a canary for
+    # the sentence below rather than an API to build on.
+    from jax._src import clusters
+
+    detected = {cluster.__name__ for cluster in clusters.ClusterEnv._cluster_types}
+    lesson.check({"SlurmCluster", "OmpiCluster"} <= detected and any("Tpu" in name for name in detected),
+                 f"jax detects TPU, Slurm and Open MPI clusters by itself (it knows {sorted(detected)})")
     lesson.check_equal(eight["host_batch_size"], BATCH_SIZE // eight["processes"],
                        "the pipeline's per-process batch size")
     print(f"\n  Across hosts (not run here): start the same command on every host, calling"
