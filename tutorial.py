@@ -29,6 +29,7 @@ import pathlib  # noqa: E402
 import shutil  # noqa: E402
 import signal  # noqa: E402
 import tempfile  # noqa: E402
+import textwrap  # noqa: E402
 import threading  # noqa: E402
 import time  # noqa: E402
 
@@ -114,10 +115,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 
 def print_list(infos: list[registry.SectionInfo]) -> None:
+    """One line per section: number, slug, whether it trains a model, what it shows."""
     width = max(len(info.slug) for info in infos)
     for info in infos:
-        kind = "trains" if info.trains else "light"
-        print(f"{info.number:>3}  {info.slug:<{width}}  {kind:<6}  {info.title}")
+        trains = "trains" if info.trains else "-"
+        print(f"{info.number:>3}  {info.slug:<{width}}  {trains:<6}  {info.shows}")
 
 
 def check_json_path(path: str) -> pathlib.Path:
@@ -217,7 +219,13 @@ def inspect_environment(
     import compat
     from compat import environment
 
-    fixes = compat.skipped_all() if no_compat else compat.apply_all()
+    if no_compat:
+        fixes = compat.skipped_all()
+    else:
+        compat.install_all()
+        # The lessons import what the fixes watch anyway: import it now, so the header can
+        # say what each fix decided.
+        fixes = compat.reports(settle=True)
     described = {
         "versions": environment.versions(),
         "devices": environment.devices(),
@@ -251,26 +259,36 @@ def print_header(described: dict, fixes: list, workdir: pathlib.Path, removed: b
     print(f"workdir: {workdir}" + (" (removed at the end; --keep keeps it)" if removed else ""))
 
 
+def checks_counted(checks: list[dict]) -> str:
+    """'12 checks', or '12 checks, 1 failed'."""
+    failed = sum(not check["passed"] for check in checks)
+    text = f"{len(checks)} check" + ("" if len(checks) == 1 else "s")
+    return text + (f", {failed} failed" if failed else "")
+
+
 def print_result(result: registry.SectionResult) -> None:
+    timing = f"{result.seconds:.1f} s, {checks_counted(result.checks)}"
     if result.status == "failed":
-        print(f"-> FAILED ({result.seconds:.1f} s): {result.summary}")
+        print(f"-> FAILED ({timing}): {result.summary}")
         if not result.error["expected"]:
             print("   last frames:")
             print("   " + result.error["short_traceback"].rstrip().replace("\n", "\n   "))
     else:
-        print(f"-> {result.status} ({result.seconds:.1f} s): {result.summary}")
+        print(f"-> {result.status} ({timing}): {result.summary}")
     for path in result.plots:
         print(f"   figure: {path}")
 
 
 def print_summary(results: list[registry.SectionResult], totals: dict) -> None:
     print(f"\n{RULE}\nSUMMARY\n{RULE}")
+    width = max(len(r.slug) for r in results)
     for r in results:
-        summary = r.summary if len(r.summary) <= 100 else r.summary[:97] + "..."
-        print(f"{r.number:>3}  {r.title:<58.58}  {r.status:<7}  {r.seconds:>6.1f} s  {summary}")
+        # Shortened at a word boundary: the JSON has it whole.
+        summary = textwrap.shorten(r.summary, width=90, placeholder=" ...")
+        print(f"{r.number:>3}  {r.slug:<{width}}  {r.status:<7} {r.seconds:>6.1f} s  {len(r.checks):>3} checks  {summary}")
     print(
-        f"{totals['passed']} passed, {totals['failed']} failed, {totals['skipped']} skipped"
-        f" in {totals['seconds']:.1f} s"
+        f"{totals['passed']} passed, {totals['failed']} failed, {totals['skipped']} skipped;"
+        f" {checks_counted([c for r in results for c in r.checks])} in {totals['seconds']:.1f} s"
     )
 
 
@@ -313,7 +331,7 @@ def main(argv: list[str]) -> int:
     results: list[registry.SectionResult] = []
     running = None  # the section that was running when an interrupt came
     report = {"versions": {}, "devices": [], "compat": [], "interrupted": False,
-              "workdir": str(workdir), "sections": [], "totals": {}}
+              "workdir": str(workdir), "workdir_removed": remove_workdir, "sections": [], "totals": {}}
     try:
         described, fixes = inspect_environment(args.no_compat, cache, workdir)
         report.update(described, plots=str(plots_dir) if plots_dir else None)
@@ -339,6 +357,8 @@ def main(argv: list[str]) -> int:
                 results.append(registry.SectionResult(info.number, info.slug, info.title, "skipped", 0.0, why, {}))
         totals = {status: sum(r.status == status for r in results)
                   for status in ("passed", "failed", "skipped")}
+        totals["checks"] = sum(len(r.checks) for r in results)
+        totals["failed_checks"] = sum(r.failed_checks for r in results)
         totals["seconds"] = round(time.perf_counter() - start, 3)
         report["sections"] = [r.to_json() for r in results]
         report["totals"] = totals

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pathlib
 
-from sections.registry import Panel
+from sections.lesson import Panel
 
 
 def draw(title: str, panels: list[Panel], path: pathlib.Path) -> None:

@@ -5,9 +5,9 @@ The catalog is read from those decorators with `ast`, without importing anything
 run imports only the modules of the sections it selected (`kontext` alone must not pay
 for TensorFlow, which `kd.train` imports).
 
-A section function takes a `Lesson`, prints what it teaches, checks every claim with
-`lesson.check*` (a failed check fails the section) and returns a one-line summary built
-from the values it measured.
+A section function takes a `Lesson` (sections/lesson.py), prints what it teaches, checks
+every claim with `lesson.check*` (each check is recorded; a failed one fails the section)
+and returns a one-line summary built from the values it measured.
 """
 
 from __future__ import annotations
@@ -16,13 +16,14 @@ import ast
 import dataclasses
 import importlib
 import inspect
-import math
 import os
 import pathlib
 import textwrap
 import time
 import traceback
 from typing import Any, Callable
+
+from sections.lesson import Lesson, LessonFailed, SkipSection
 
 SECTIONS_DIR = pathlib.Path(__file__).resolve().parent
 SECTION_FILES = "s[0-9][0-9]_*.py"
@@ -37,77 +38,13 @@ class SectionInfo:
     number: int
     slug: str
     title: str
-    trains: bool
+    shows: str  # what the lesson shows, in a line: --list and the README's table
+    trains: bool  # whether it trains a model (seconds, not milliseconds)
     module: str
-
-
-class LessonFailed(Exception):
-    """The lesson cannot go on, for a reason its one-line message gives in full."""
-
-
-class CheckFailed(LessonFailed, AssertionError):
-    """A claim the lesson makes is not what the library does."""
-
-
-class SkipSection(Exception):
-    """The section cannot run here (the message says why); it is not a failure."""
 
 
 class SelectionError(ValueError):
     """A section selector matched nothing, or more than one section."""
-
-
-@dataclasses.dataclass
-class Panel:
-    """One panel of a section's figure: curves (label -> (xs, ys)) or bars (label -> value)."""
-
-    title: str
-    xlabel: str
-    ylabel: str
-    lines: dict[str, tuple[list[float], list[float]]] = dataclasses.field(default_factory=dict)
-    bars: dict[str, float] = dataclasses.field(default_factory=dict)
-    log_y: bool = False
-
-
-class Lesson:
-    """What a section function gets: its own workdir, checks, and a place for facts and
-    for the data of a figure (drawn only with --plots)."""
-
-    def __init__(self, workdir: pathlib.Path):
-        self.workdir = workdir
-        self.facts: dict[str, Any] = {}
-        self.figure: tuple[str, list[Panel]] | None = None
-
-    def plot(self, title: str, *panels: Panel) -> None:
-        """Records the section's figure: data only, so matplotlib stays optional."""
-        self.figure = (title, list(panels))
-
-    def fact(self, name: str, value: Any) -> Any:
-        """Records a verified value for the JSON results, and returns it."""
-        self.facts[name] = value
-        return value
-
-    def check(self, condition: Any, claim: str) -> None:
-        if not condition:
-            raise CheckFailed(f"not true: {claim}")
-
-    def check_equal(self, actual: Any, expected: Any, what: str) -> None:
-        if actual != expected:
-            raise CheckFailed(f"{what}: expected {expected!r}, got {actual!r}")
-
-    def check_close(
-        self, actual: float, expected: float, what: str, *, rel: float = 1e-6, abs: float = 0.0
-    ) -> None:
-        if not math.isclose(actual, expected, rel_tol=rel, abs_tol=abs):
-            raise CheckFailed(f"{what}: expected {expected!r} (rel {rel}, abs {abs}), got {actual!r}")
-
-    def check_raises(self, exception: type[BaseException], fn: Callable[[], Any], what: str):
-        """Calls fn, checks it raises `exception`, and returns the exception."""
-        try:
-            fn()
-        except exception as e:
-            return e
-        raise CheckFailed(f"{what}: expected {exception.__name__}, nothing was raised")
 
 
 @dataclasses.dataclass
@@ -119,6 +56,8 @@ class SectionResult:
     seconds: float
     summary: str
     facts: dict[str, Any]
+    # Every claim the lesson checked, in order: {"claim", "passed"[, "internal": True]}.
+    checks: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     # For a failure: {"type", "message", "expected", "short_traceback", "traceback"};
     # "expected" (a LessonFailed) means the message says it all.
     error: dict[str, str] | None = None
@@ -127,29 +66,42 @@ class SectionResult:
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
+    @property
+    def failed_checks(self) -> int:
+        return sum(not check["passed"] for check in self.checks)
+
 
 # slug -> function, filled by `@section` as the selected modules are imported.
 _FUNCTIONS: dict[str, Callable[[Lesson], str]] = {}
 
 
-def section(number: int, slug: str, title: str, *, trains: bool = False):
-    """Registers a lesson. Arguments must be literals: the catalog reads them with ast."""
+def section(number: int, slug: str, title: str, *, shows: str, trains: bool = False):
+    """Registers a lesson. Arguments must be literals: the catalog reads them with ast.
+    `shows`: what the lesson shows, in a line; `trains`: whether it trains a model."""
 
     def register(fn: Callable[[Lesson], str]) -> Callable[[Lesson], str]:
         # The same section defined again (a notebook cell, then its module imported by a
         # config) replaces itself; two sections sharing a slug are an error.
         earlier = getattr(_FUNCTIONS.get(slug), "section_info", None)
-        if earlier is not None and earlier != (number, slug, title, trains):
+        if earlier is not None and earlier != (number, slug, title, shows, trains):
             raise ValueError(f"section {slug!r} is registered twice")
-        fn.section_info = (number, slug, title, trains)
+        fn.section_info = (number, slug, title, shows, trains)
         _FUNCTIONS[slug] = fn
         return fn
 
     return register
 
 
+def lesson_function(slug: str) -> Callable[[Lesson], str]:
+    """The function registered for a section (its module must have been imported)."""
+    fn = _FUNCTIONS.get(slug)
+    if fn is None:
+        raise LookupError(f"no section {slug!r} is registered (is its module imported?)")
+    return fn
+
+
 def _decorator_arguments(tree: ast.Module) -> list[tuple[Any, ...]]:
-    """The (number, slug, title, trains) of every `@section(...)` in a module."""
+    """The (number, slug, title, shows, trains) of every `@section(...)` in a module."""
     found = []
     for node in ast.walk(tree):
         if not isinstance(node, ast.FunctionDef):
@@ -160,7 +112,7 @@ def _decorator_arguments(tree: ast.Module) -> list[tuple[Any, ...]]:
             args = [ast.literal_eval(a) for a in deco.args]
             kwargs = {k.arg: ast.literal_eval(k.value) for k in deco.keywords}
             number, slug, title = (args + [kwargs.get(k) for k in ("number", "slug", "title")])[:3]
-            found.append((number, slug, title, bool(kwargs.get("trains", False))))
+            found.append((number, slug, title, kwargs["shows"], bool(kwargs.get("trains", False))))
     return found
 
 
@@ -168,8 +120,8 @@ def catalog() -> list[SectionInfo]:
     """Every section, in number order, read from the section files without importing them."""
     infos = []
     for path in sorted(SECTIONS_DIR.glob(SECTION_FILES)):
-        for number, slug, title, trains in _decorator_arguments(ast.parse(path.read_text())):
-            infos.append(SectionInfo(number, slug, title, trains, f"sections.{path.stem}"))
+        for number, slug, title, shows, trains in _decorator_arguments(ast.parse(path.read_text())):
+            infos.append(SectionInfo(number, slug, title, shows, trains, f"sections.{path.stem}"))
     infos.sort(key=lambda info: info.number)
     for key in ("number", "slug"):
         values = [getattr(info, key) for info in infos]
@@ -212,12 +164,21 @@ def _injected_failure():
     raise RuntimeError(f"failure injected by {FAIL_SECTION_ENV}")
 
 
+def one_line(message: str) -> str:
+    """An error message in one line: its first line, and its last when the first only
+    introduces the rest (Kauldron's "Error resolving the config:")."""
+    lines = [line.strip() for line in message.strip().splitlines() if line.strip()]
+    if not lines:
+        return ""
+    return f"{lines[0]} ... {lines[-1]}" if lines[0].endswith(":") and len(lines) > 1 else lines[0]
+
+
 def _error(e: BaseException) -> dict[str, str]:
     frames = traceback.extract_tb(e.__traceback__)
     short = "".join(traceback.format_list(frames[-SHORT_TRACEBACK_FRAMES:]))
     return {
         "type": type(e).__name__,
-        "message": str(e).strip().splitlines()[0] if str(e).strip() else "",
+        "message": one_line(str(e)),
         "expected": isinstance(e, LessonFailed),
         "short_traceback": short,
         "traceback": "".join(traceback.format_exception(type(e), e, e.__traceback__)),
@@ -267,9 +228,7 @@ def run(info: SectionInfo, workdir: pathlib.Path, plots_dir: pathlib.Path | None
         workdir.mkdir(parents=True, exist_ok=True)
         module = importlib.import_module(info.module)
         print(textwrap.indent(lesson_text(module), "  ") + "\n")
-        fn = _FUNCTIONS.get(info.slug)
-        if fn is None:
-            raise LookupError(f"{info.module} did not register section {info.slug!r}")
+        fn = lesson_function(info.slug)
         if os.environ.get(FAIL_SECTION_ENV) == info.slug:
             _injected_failure()
         summary = fn(lesson) or ""
@@ -296,6 +255,7 @@ def run(info: SectionInfo, workdir: pathlib.Path, plots_dir: pathlib.Path | None
         seconds=seconds,
         summary=summary,
         facts=lesson.facts,
+        checks=lesson.checks,
         error=error,
         plots=plots,
     )

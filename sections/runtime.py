@@ -8,10 +8,15 @@ simulated devices) get the same settings.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import importlib.abc
+import importlib.util
 import os
 import pathlib
+import re
 import sys
+import tempfile
 
 # Cache every compiled program, however small or fast to compile: on a CPU almost all of
 # Kauldron's programs compile in under a second, below jax's default threshold of 1 s.
@@ -42,8 +47,11 @@ def prepare(cache: pathlib.Path | None = None, workdir: pathlib.Path | None = No
     if not sys.stderr.isatty():
         os.environ.setdefault("TQDM_DISABLE", "1")
     # TensorFlow's and jaxlib's C++ log lines, among them a misleading "CUDA error" on
-    # CPU-only machines. (TensorFlow still prints a few lines while it is imported.)
+    # CPU-only machines. It cannot silence the lines TensorFlow prints while it loads:
+    # those are dropped by QuietTensorFlowStartup, below.
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    if "tensorflow" not in sys.modules and not any(isinstance(f, QuietTensorFlowStartup) for f in sys.meta_path):
+        sys.meta_path.insert(0, QuietTensorFlowStartup())
 
     # Libraries imported along the way write to the home directory: Keras its keras.json,
     # matplotlib (imported by Kauldron) a font list that takes half a second to build.
@@ -75,3 +83,68 @@ def release_memory() -> None:
     if "jax" in sys.modules:
         sys.modules["jax"].clear_caches()
     gc.collect()
+
+
+# What TensorFlow 2.21 prints on stderr while its libraries load, once per library (so
+# twice): abseil writes every message logged before absl::InitializeLog() to stderr, at
+# any level, so TF_CPP_MIN_LOG_LEVEL cannot silence them (abseil-cpp#1718).
+TENSORFLOW_STARTUP_NOISE = re.compile(
+    r"^WARNING: All log messages before absl::InitializeLog\(\) is called are written to STDERR$"
+    r"|^I0000 \S+ +\d+ (port\.cc:\d+\] oneDNN custom operations are on"
+    r"|cudart_stub\.cc:\d+\] Could not find cuda drivers on your machine)"
+)
+
+
+@contextlib.contextmanager
+def stderr_without(noise: re.Pattern):
+    """Catches what is written to file descriptor 2 (C++ code included) meanwhile, and
+    writes it back without the lines `noise` matches."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as caught:
+        os.dup2(caught.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            caught.seek(0)
+            lines = caught.read().decode(errors="replace").splitlines(keepends=True)
+            sys.stderr.write("".join(line for line in lines if not noise.search(line.rstrip("\n"))))
+            sys.stderr.flush()
+
+
+class QuietTensorFlowStartup(importlib.abc.MetaPathFinder):
+    """Imports TensorFlow, whenever something first does, without its start-up lines."""
+
+    _finding = False
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "tensorflow" or self._finding:
+            return None
+        self._finding = True  # the lookup below comes through here again
+        try:
+            spec = importlib.util.find_spec(name)
+        finally:
+            self._finding = False
+        if spec is not None and spec.loader is not None:
+            spec.loader = _QuietLoader(spec.loader, self)
+        return spec
+
+
+class _QuietLoader(importlib.abc.Loader):
+    def __init__(self, loader, finder: QuietTensorFlowStartup):
+        self._loader, self._finder = loader, finder
+
+    def create_module(self, spec):
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module):
+        if self._finder in sys.meta_path:  # once TensorFlow loads, the finder's job is done
+            sys.meta_path.remove(self._finder)
+        try:
+            with stderr_without(TENSORFLOW_STARTUP_NOISE):
+                self._loader.exec_module(module)
+        finally:  # the module keeps its own loader
+            module.__loader__ = module.__spec__.loader = self._loader

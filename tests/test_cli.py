@@ -13,15 +13,22 @@ CATALOG = registry.catalog()
 SLUGS = [info.slug for info in CATALOG]
 
 
-def test_list_shows_number_slug_kind_and_title(tutorial):
+def test_list_shows_number_slug_whether_it_trains_and_what_it_shows(tutorial):
     run = tutorial("--list", with_json=False)
     assert run.returncode == 0
     lines = run.stdout.strip().splitlines()
     assert len(lines) == len(CATALOG)
     for line, info in zip(lines, CATALOG):
-        number, slug, kind, title = line.split(maxsplit=3)
-        assert (int(number), slug, title) == (info.number, info.slug, info.title)
-        assert kind == ("trains" if info.trains else "light")
+        number, slug, trains, shows = line.split(maxsplit=3)
+        assert (int(number), slug, shows) == (info.number, info.slug, info.shows)
+        assert trains == ("trains" if info.trains else "-")
+
+
+def test_the_readme_table_is_what_list_prints():
+    readme = (ROOT / "README.md").read_text()
+    table = readme.split("## The sections", 1)[1].split("\n\n", 2)[1]
+    rows = [[cell.strip().strip("`") for cell in line.strip("|").split("|")] for line in table.splitlines()[2:]]
+    assert rows == [[str(i.number), i.slug, "trains" if i.trains else "-", i.shows] for i in CATALOG]
 
 
 def test_catalog_is_numbered_from_one_without_gaps():
@@ -101,11 +108,14 @@ def test_json_schema(tutorial):
     assert r["interrupted"] is False
     assert [set(fix) >= {"name", "applied", "reason"} for fix in r["compat"]] == [True]
     for s in r["sections"]:
-        assert set(s) >= {"number", "slug", "title", "status", "seconds", "summary", "facts", "error"}
+        assert set(s) >= {"number", "slug", "title", "status", "seconds", "summary", "facts", "checks", "error"}
         assert s["status"] == "passed" and s["error"] is None and s["facts"]
+        assert s["checks"] and all(set(c) <= {"claim", "passed", "internal"} and c["passed"] for c in s["checks"])
     assert r["totals"]["passed"] == 2
-    assert r["totals"]["failed"] == r["totals"]["skipped"] == 0
+    assert r["totals"]["failed"] == r["totals"]["skipped"] == r["totals"]["failed_checks"] == 0
+    assert r["totals"]["checks"] == sum(len(s["checks"]) for s in r["sections"])
     assert r["totals"]["seconds"] > 0
+    assert r["workdir_removed"] is True and not pathlib.Path(r["workdir"]).exists()
 
 
 def test_header_reports_versions_devices_and_each_compat_fix(tutorial):
@@ -136,6 +146,7 @@ def test_default_workdir_is_fresh_and_removed(tutorial):
 def test_kept_workdir_holds_one_directory_per_section(tutorial, tmp_path):
     run = tutorial("ref", "kontext", "--workdir", str(tmp_path / "wd"))
     assert run.returncode == 0
+    assert run.results["workdir_removed"] is False
     assert sorted(p.name for p in (tmp_path / "wd").iterdir()) == ["02-ref", "03-kontext"]
 
 

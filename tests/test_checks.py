@@ -1,0 +1,67 @@
+"""Every check a lesson makes is a visible result: its claim, whether it passed, and
+whether it leans on a library's private names."""
+
+import json
+
+import pytest
+from kauldron import kontext
+
+from sections import registry
+from sections.lesson import CheckFailed, Lesson
+
+
+def test_checks_are_recorded_in_order_with_their_claims(tmp_path):
+    lesson = Lesson(tmp_path)
+    lesson.check(1 + 1 == 2, "one and one make two")
+    lesson.check_equal([1, 2], [1, 2], "the list")
+    lesson.check_close(0.1 + 0.2, 0.3, "a float sum", rel=1e-9)
+    lesson.check_raises(KeyError, lambda: {}["x"], "a missing key")
+    lesson.check(True, "read through a private name", internal=True)
+    assert lesson.checks == [
+        {"claim": "one and one make two", "passed": True},
+        {"claim": "the list = [1, 2]", "passed": True},
+        {"claim": "a float sum = 0.3 within rel 1e-09", "passed": True},
+        {"claim": "a missing key raises KeyError", "passed": True},
+        {"claim": "read through a private name", "passed": True, "internal": True},
+    ]
+
+
+@pytest.mark.parametrize("make_it_fail", [
+    lambda lesson: lesson.check(False, "a false claim"),
+    lambda lesson: lesson.check_equal(1, 2, "a false claim"),
+    lambda lesson: lesson.check_close(1.0, 2.0, "a false claim"),
+    lambda lesson: lesson.check_raises(KeyError, lambda: None, "a false claim"),
+    lambda lesson: lesson.check_raises(KeyError, lambda: 1 / 0, "a false claim"),
+])
+def test_a_failed_check_is_recorded_and_fails_the_lesson(tmp_path, make_it_fail):
+    lesson = Lesson(tmp_path)
+    with pytest.raises(CheckFailed, match="a false claim"):
+        make_it_fail(lesson)
+    (check,) = lesson.checks
+    assert check["passed"] is False and check["claim"].startswith("a false claim")
+
+
+def test_a_check_made_to_fail_in_a_real_section_shows_in_the_json(monkeypatch, tmp_path, capsys):
+    """Section 3 checks that a key path returns the very array, not a copy. Make kontext
+    return copies, and that claim is recorded as failed, after the ones that passed."""
+    import copy
+
+    import tutorial
+
+    real = kontext.get_by_path
+    monkeypatch.setattr(kontext, "get_by_path", lambda context, path, **kw: copy.deepcopy(real(context, path, **kw)))
+    status = tutorial.main(["kontext", "--workdir", str(tmp_path / "w"), "--json", str(tmp_path / "r.json")])
+    assert status == 1
+    (section,) = json.loads((tmp_path / "r.json").read_text())["sections"]
+    assert section["status"] == "failed"
+    assert section["checks"][-1] == {
+        "claim": "get_by_path(context, 'batch.image') returns that very array, not a copy", "passed": False}
+    assert section["error"]["message"].startswith("not true: get_by_path(context, 'batch.image')")
+    out = capsys.readouterr().out
+    assert "-> FAILED (" in out and "1 check, 1 failed)" in out
+    assert "0 passed, 1 failed, 0 skipped; 1 check, 1 failed in" in out
+
+
+def test_every_lesson_says_what_it_shows_in_a_line():
+    for info in registry.catalog():
+        assert info.shows and "\n" not in info.shows and len(info.shows) <= 120, info
