@@ -1,23 +1,29 @@
-"""Fixes for known version breakages, applied before anything imports Kauldron.
+"""Fixes for known version breakages, applied when the broken module is imported.
 
-Each fix detects the breakage by behaviour (never by version strings), patches only
-when it is broken, verifies the patch, and reports what it did. The driver prints the
-reports in its header and writes them to the JSON results.
+Each fix watches the modules it needs (with wrapt's post-import hooks) and does nothing
+until a program imports them: then it detects the breakage by behaviour (never by
+version strings), patches only when it is broken, verifies the patch, and records what
+it did. Installing the fixes imports nothing else, so a program runs with them exactly as
+it runs without them, apart from the fix itself (`python -m compat.run` relies on it).
+
+The driver and the notebook call `reports(settle=True)`, which imports the watched modules
+(they would import them anyway) so that every decision is made and can be printed.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import importlib
+from typing import Callable
 
-
-STATES = ("applied", "not needed", "skipped", "failed")
+STATES = ("applied", "not needed", "skipped", "failed", "pending")
 
 
 @dataclasses.dataclass(frozen=True)
 class FixReport:
     name: str
-    # "failed" means the patch was needed and did not work: the run goes on, but the
-    # sections that depend on the fix will fail, and the header says why.
+    # "failed": the patch was needed and did not work; the run goes on, but what depends on
+    # the fix fails. "pending": the watched modules have not been imported yet.
     state: str
     reason: str
 
@@ -35,26 +41,74 @@ class FixReport:
         return {"name": self.name, "applied": self.applied, "state": self.state, "reason": self.reason}
 
 
-_applied: list[FixReport] = []
+@dataclasses.dataclass(frozen=True)
+class Fix:
+    """A fix: its name, the modules it needs imported, and the function that decides and
+    patches once they are (it returns the report)."""
+
+    name: str
+    watches: tuple[str, ...]
+    apply: Callable[[], FixReport]
 
 
-def apply_all() -> list[FixReport]:
-    """Applies every known fix that this environment needs."""
+def _known_fixes() -> list[Fix]:
     from compat import etils_prng
 
-    reports = [etils_prng.apply()]
-    _applied.extend(r for r in reports if r.applied)
-    return reports
+    return [etils_prng.FIX]
 
 
-def python_m() -> list[str]:
-    """How this process should start `python -m MODULE` in a child: through `compat.run`
-    if it applied fixes (a new process starts without them), plainly otherwise."""
-    return ["-m", "compat.run"] if _applied else ["-m"]
+_reports: dict[str, FixReport] = {}
+_installed = False
+
+
+def install_all(on_failure: Callable[[FixReport], None] | None = None) -> None:
+    """Makes every known fix apply itself as soon as the modules it watches are imported
+    (at once, for those already imported). Installing twice changes nothing."""
+    global _installed
+    if _installed:
+        return
+    _installed = True
+    import wrapt
+
+    for fix in _known_fixes():
+        _reports[fix.name] = FixReport(fix.name, "pending", f"waiting for {' and '.join(fix.watches)} to be imported")
+        _when_all_imported(list(fix.watches), lambda fix=fix: _decide(fix, on_failure), wrapt)
+
+
+def _when_all_imported(names: list[str], callback: Callable[[], None], wrapt) -> None:
+    """Calls `callback` once every module in `names` has been imported, in whatever order."""
+    if not names:
+        callback()
+        return
+    first, rest = names[0], names[1:]
+    wrapt.register_post_import_hook(lambda _module: _when_all_imported(rest, callback, wrapt), first)
+
+
+def _decide(fix: Fix, on_failure: Callable[[FixReport], None] | None) -> None:
+    report = fix.apply()
+    _reports[fix.name] = report
+    if report.state == "failed" and on_failure is not None:
+        on_failure(report)
+
+
+def reports(settle: bool = False) -> list[FixReport]:
+    """What each installed fix decided. With `settle`, first imports the modules the fixes
+    watch, so that none is left pending."""
+    if settle:
+        for fix in _known_fixes():
+            for name in fix.watches:
+                importlib.import_module(name)
+    return [_reports[fix.name] for fix in _known_fixes() if fix.name in _reports]
 
 
 def skipped_all() -> list[FixReport]:
     """What `--no-compat` reports: every fix left out, on request."""
-    from compat import etils_prng
+    return [FixReport(fix.name, "skipped", "--no-compat") for fix in _known_fixes()]
 
-    return [FixReport(etils_prng.NAME, "skipped", "--no-compat")]
+
+def python_m() -> list[str]:
+    """How this process should start `python -m MODULE` in a child: through `compat.run`
+    when a fix is installed and was (or may yet be) applied, since a new process starts
+    without it; plainly otherwise."""
+    needed = any(report.state in ("applied", "pending") for report in _reports.values())
+    return ["-m", "compat.run"] if needed else ["-m"]

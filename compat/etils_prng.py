@@ -1,17 +1,21 @@
 """etils 1.14.0 + jax >= 0.10.2: `etils.enp` cannot describe an array any more.
 
 etils 1.14.0's `etils.enp.array_spec._is_jax_random_dtype` reads `jax._src.prng`, a
-private module that jax 0.10.2 removed. Anything that builds an `enp.ArraySpec`
-(a pipeline's element_spec, `kd.inspect`, the Trainer, ktyping's error report) then
-raises `AttributeError: module 'jax._src' has no attribute 'prng'`.
+private module that jax 0.10.2 removed. Once jax is imported, anything that builds an
+`enp.ArraySpec` (a pipeline's element_spec, `kd.inspect`, the Trainer, ktyping's error
+report) raises `AttributeError: module 'jax._src' has no attribute 'prng'`.
 etils 1.15.0 asks jax's public API instead (`jax.dtypes.prng_key`); so does this fix.
+
+It watches `etils.enp.array_spec` and `jax` (etils only consults jax once jax is
+imported), and decides when both are.
 """
 
 from __future__ import annotations
 
+import sys
 from typing import Any, Callable
 
-from compat import FixReport
+from compat import Fix, FixReport
 
 NAME = "etils-prng"
 
@@ -29,10 +33,13 @@ def problem(is_jax_random_dtype: Callable[[Any], bool]) -> str | None:
     import jax
     import numpy as np
 
+    # A PRNG key's dtype, traced abstractly: jax.random.key(0) itself would start jax's
+    # backend, after which jax.distributed.initialize() is refused.
+    key_dtype = jax.eval_shape(lambda: jax.random.key(0)).dtype
     try:
         if is_jax_random_dtype(np.dtype("float32")):
             return "it calls float32 a PRNG key dtype"
-        if not is_jax_random_dtype(jax.random.key(0).dtype):
+        if not is_jax_random_dtype(key_dtype):
             return "it does not recognise a jax PRNG key dtype"
     except Exception as e:  # noqa: BLE001 - any exception is the breakage we look for
         return f"{type(e).__name__}: {e}"
@@ -40,9 +47,8 @@ def problem(is_jax_random_dtype: Callable[[Any], bool]) -> str | None:
 
 
 def apply() -> FixReport:
-    import jax  # noqa: F401 - etils only consults jax once it is imported
-    from etils.enp import array_spec
-
+    """Decides and patches; called once `etils.enp.array_spec` and `jax` are imported."""
+    array_spec = sys.modules["etils.enp.array_spec"]
     found = problem(array_spec._is_jax_random_dtype)
     if found is None:
         return FixReport(NAME, "not needed", "etils.enp.array_spec._is_jax_random_dtype works")
@@ -58,3 +64,6 @@ def apply() -> FixReport:
         f"etils.enp.array_spec._is_jax_random_dtype was broken ({found}); "
         "now uses jax.dtypes.prng_key as etils 1.15.0 does",
     )
+
+
+FIX = Fix(NAME, watches=("etils.enp.array_spec", "jax"), apply=apply)

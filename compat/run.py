@@ -1,10 +1,13 @@
-"""Runs a module like `python -m`, with the compat fixes applied first.
+"""Runs a module as `python -m` does, with the compat fixes installed first.
 
     python -m compat.run kauldron.main --cfg=configs/regression.py --cfg.workdir=/tmp/x
+    python -m compat.run pytest tests/
 
 A new Python process starts without the fixes the driver applied to itself; this is how
 the lessons (and you, on a broken combination such as etils 1.14.0 + jax 0.10.2) start
-Kauldron's own command line with them.
+Kauldron's own command line with them. Installing the fixes imports nothing the module
+would not import itself (they wait for the broken module), so the module runs as it
+would under `python -m`. A fix that was needed and failed says so on stderr, in one line.
 """
 
 import runpy
@@ -13,13 +16,16 @@ import sys
 import compat
 
 
+def report_failure(fix: compat.FixReport) -> None:
+    print(f"compat {fix.line()}", file=sys.stderr)
+
+
 def main() -> None:
     if len(sys.argv) < 2:
         sys.exit("usage: python -m compat.run MODULE [ARGS ...]")
-    for fix in compat.apply_all():
-        if fix.state == "failed":
-            print(f"compat {fix.line()}", file=sys.stderr)
-    module, sys.argv = sys.argv[1], sys.argv[1:]
+    compat.install_all(on_failure=report_failure)
+    module = sys.argv[1]
+    del sys.argv[0]  # as `python -m MODULE ARGS`: runpy sets argv[0] to the module's path
     runpy.run_module(module, run_name="__main__", alter_sys=True)
 
 

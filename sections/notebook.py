@@ -35,11 +35,11 @@ SETUP = '''import os, pathlib, sys, tempfile
 TUTORIAL_ROOT = pathlib.Path(os.environ.get("KAULDRON_TUTORIAL_ROOT", {root}))
 sys.path.insert(0, str(TUTORIAL_ROOT))
 
-# Without Kauldron installed, uncomment, run once (3-4 GB, a few minutes), restart the kernel:
+# Without Kauldron installed, uncomment, run once (about 4.2 GB, a few minutes), restart the kernel:
 # %pip install -r {{TUTORIAL_ROOT}}/requirements-extras.txt
 
 from sections import registry
-from sections.registry import Lesson
+from sections.lesson import Lesson
 
 # A fresh workdir for this session, and JAX's compilation cache shared with tutorial.py.
 WORKDIR = pathlib.Path(tempfile.mkdtemp(prefix="kauldron-notebook-"))
@@ -47,14 +47,16 @@ registry.prepare(registry.default_cache(), WORKDIR)
 
 # The compat fixes, before anything imports Kauldron (tutorial.py does the same).
 import compat
-for fix in compat.apply_all():
+compat.install_all()
+for fix in compat.reports(settle=True):
     print(f"compat {{fix.line()}}")
 print(f"workdir: {{WORKDIR}}")'''
 
 RUN = '''workdir = WORKDIR / {workdir}
 workdir.mkdir(exist_ok=True)
-summary = lesson(Lesson(workdir))  # a failed check raises here
-print(f"-> passed: {{summary}}")'''
+lesson = Lesson(workdir)
+summary = registry.lesson_function({slug})(lesson)  # a failed check raises here
+print(f"-> passed ({{len(lesson.checks)}} checks): {{summary}}")'''
 
 
 def section_code(path: pathlib.Path) -> str:
@@ -91,7 +93,7 @@ def build(infos: list[registry.SectionInfo]) -> nbformat.NotebookNode:
         path = ROOT / (info.module.replace(".", "/") + ".py")
         nb.cells.append(v4.new_markdown_cell(lesson_markdown(info, path)))
         nb.cells.append(v4.new_code_cell(section_code(path)))
-        nb.cells.append(v4.new_code_cell(RUN.format(workdir=json.dumps(f"{info.number:02d}-{info.slug}"))))
+        nb.cells.append(v4.new_code_cell(RUN.format(workdir=json.dumps(f"{info.number:02d}-{info.slug}"), slug=json.dumps(info.slug))))
     nbformat.validate(nb)
     return nb
 

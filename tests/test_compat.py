@@ -4,9 +4,15 @@ The broken function is simulated (as etils 1.14.0 wrote it), so these tests mean
 on every environment; the `broken-etils` CI leg also runs the whole suite on the real thing.
 """
 
+import json
+import os
+import subprocess
+import sys
+
 import jax
 import numpy as np
 import pytest
+from conftest import ROOT
 from etils import enp
 from etils.enp import array_spec
 
@@ -69,8 +75,68 @@ def test_a_patch_that_does_not_help_is_reported_failed_and_undone(installed, mon
     assert array_spec._is_jax_random_dtype is etils_1_14_is_jax_random_dtype
 
 
-def test_after_apply_all_this_environment_works():
-    reports = compat.apply_all()
+def test_after_install_all_this_environment_works():
+    compat.install_all()
+    reports = compat.reports(settle=True)
     assert [r.name for r in reports] == ["etils-prng"]
     assert reports[0].state in ("applied", "not needed")
     assert etils_prng.problem(array_spec._is_jax_random_dtype) is None
+
+
+# --- python -m compat.run runs a module as python -m does -----------------------------------
+
+# Records how it was run and what it imported, in order. It imports pytest before
+# etils.enp, and etils attaches `enp.testing` only in that order.
+PROBE = """
+import json, sys
+import pytest
+from etils import enp
+import jax
+imported = [name for name in sys.modules
+            if name.split(".")[0] not in sys.stdlib_module_names and not name.startswith(("compat", "wrapt"))]
+print(json.dumps({"argv": sys.argv, "name": __name__, "spec": __spec__.name, "path0": sys.path[0],
+                  "enp.testing": hasattr(enp, "testing"), "imported": imported}))
+"""
+
+
+def run_module(tmp_path, *launcher: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    return subprocess.run([sys.executable, "-m", *launcher, "probe", "--flag", "value"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_compat_run_runs_a_module_exactly_as_python_m_does(tmp_path):
+    (tmp_path / "probe.py").write_text(PROBE)
+    plain, through_compat = run_module(tmp_path), run_module(tmp_path, "compat.run")
+    assert plain.returncode == through_compat.returncode == 0, plain.stderr[-2000:] + through_compat.stderr[-2000:]
+    plain, through_compat = json.loads(plain.stdout), json.loads(through_compat.stdout)
+    assert plain["enp.testing"] is True  # pytest came first, so etils attached it
+    assert through_compat == plain  # argv, __name__, sys.path[0], and every import, in order
+    assert plain["argv"] == [str(tmp_path / "probe.py"), "--flag", "value"]
+
+
+def test_pytest_through_compat_run_collects_a_test_that_needs_enp_testing(tmp_path):
+    (tmp_path / "test_uses_enp_testing.py").write_text(
+        "from etils import enp\n\ndef test_it():\n    assert enp.testing\n")
+    command = [sys.executable, "-m", "compat.run", "pytest", "-q", "-p", "no:cacheprovider",
+               str(tmp_path / "test_uses_enp_testing.py")]
+    proc = subprocess.run(command, cwd=tmp_path, env=dict(os.environ, PYTHONPATH=str(ROOT)),
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "1 passed" in proc.stdout
+
+
+def test_installing_the_fixes_imports_nothing_and_decides_when_the_modules_arrive():
+    code = ("import sys, compat\n"
+            "compat.install_all()\n"
+            "print(sorted(m for m in ('jax', 'etils.enp', 'etils.enp.array_spec') if m in sys.modules))\n"
+            "print(compat.reports()[0].state)\n"
+            "import jax\nprint(compat.reports()[0].state)\n"
+            "from etils import enp\nprint(compat.reports()[0].state)\n"
+            "from jax._src import xla_bridge\nprint(xla_bridge.backends_are_initialized())\n")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    imported, before, after_jax, after_both, backend_started = proc.stdout.split("\n")[:5]
+    assert (imported, before, after_jax) == ("[]", "pending", "pending")
+    assert after_both in ("applied", "not needed")
+    assert backend_started == "False"  # deciding did not start jax's backend

@@ -27,8 +27,9 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 # Kauldron 1.4.3+ needs Python >= 3.12; 1.4.2 is the newest for 3.11.
 TARGETS = {"3.11": "kauldron==1.4.2", "3.12": "kauldron==1.4.4"}
 # What the tutorial itself needs beyond Kauldron: filelock lets JAX's persistent compilation
-# cache lock its directory, so concurrent runs can share it.
-EXTRA = ["filelock"]
+# cache lock its directory, so concurrent runs can share it; wrapt's post-import hooks let
+# compat/ wait for the module it fixes (TensorFlow already pulls both in).
+EXTRA = ["filelock", "wrapt"]
 # uv ignores Requires-Python upper bounds when it picks versions; steer it past those.
 CONSTRAINTS = ["google-cloud-bigquery>=3.4"]
 # Optional: --plots and --notebook, and running a notebook headless. ipywidgets: in a
