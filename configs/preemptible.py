@@ -29,5 +29,4 @@ def get_config():
     )
     cfg.num_train_steps = 1000
     cfg.checkpointer = kd.ckpts.Checkpointer(save_interval_steps=100)
-    cfg.profiler = None  # the default profiler adds nothing here
     return cfg

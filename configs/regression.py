@@ -1,13 +1,14 @@
 """The shared MLP regression as a Kauldron config file.
 
 `get_config()` returns the experiment as a ConfigDict: nothing is built until it is
-resolved. The same file serves the sweep lesson (section 7) and the command line:
+resolved. Lessons that are not about building a Trainer start from it and override what
+they need; the same file serves the command line:
 
     python -m kauldron.main --cfg=configs/regression.py --cfg.model.hidden=128 \
         --cfg.workdir=/path/to/workdir
 
-It imports `sections.shared`, so run it from the repository root (or put the root on
-PYTHONPATH).
+`sweep()` yields the overrides of the sweep lesson. It imports `sections.shared`, so run
+it from the repository root (or put the root on PYTHONPATH).
 """
 
 from kauldron import konfig
@@ -29,13 +30,17 @@ def get_config():
     cfg.num_train_steps = 200
     cfg.log_metrics_every = 10
     cfg.train_losses = {"logcosh": shared.LogCosh(preds="preds.y", targets="batch.y")}
+    cfg.train_metrics = {"within_tol": shared.WithinTol(preds="preds.y", targets="batch.y")}
     cfg.optimizer = optax.adam(learning_rate=1e-2)
+    # Kauldron's default profiler cannot start twice in one process ("Profile has already
+    # been started"), and the lessons train several times in one.
+    cfg.profiler = None
     return cfg
 
 
 def sweep():
-    """The overrides of the sweep lesson, as Kauldron's `def sweep()` convention yields them:
-    one dict per run, mapping a key path in the config to its new value."""
+    """One dict of overrides per run (key path -> new value): Kauldron's `def sweep()`
+    convention, which its XManager launcher reads (`--xp.sweep`)."""
     yield {}  # the baseline
     yield {"model.hidden": 4}
     yield {"model.hidden": 128}

@@ -1,12 +1,15 @@
 """A sweep is a for-loop over config overrides.
 
 The experiment lives in a config file, `configs/regression.py`: `get_config()` returns
-the Trainer as a ConfigDict built with `konfig.imports()` from real modules, and
-`sweep()` yields the overrides, one dict per run, mapping a key path to a new value
-(Kauldron's own convention for sweeps). Each run applies its overrides, resolves the
-config into a frozen Trainer and trains it. Not a character of the model, the loss or
-the loop changes. On the command line each override is a flag such as
-`--cfg.model.hidden=128`.
+the Trainer as a ConfigDict, and `sweep()` yields overrides, one dict per run, mapping a
+key path to a new value. That is Kauldron's convention: its XManager launcher
+(`kauldron.kxm`, with `--xp.sweep`) reads `sweep()`, combines several `sweep_<name>()`
+functions as a product, and starts one `python -m kauldron.main` job per dict, passing
+each value as a JSON flag. That launcher needs Google's XManager setup and does not even
+import from the PyPI package (checked below), so this lesson runs the same loop in one
+process: apply the overrides, resolve the config into a frozen Trainer, train. Not a
+character of the model, the loss or the loop changes. Section 10 runs one of these runs
+from the command line, with the flags the launcher would pass.
 """
 
 import jax
@@ -15,13 +18,14 @@ import optax
 from kauldron import konfig, kontext
 
 from configs import regression
-from sections.registry import Lesson, Panel, section
-from sections.shared import FEATURES, as_flag
+from sections.lesson import Lesson, Panel
+from sections.registry import section
+from sections.shared import FEATURES
 
 DEFAULT_HIDDEN, DEFAULT_LR = 32, 1e-2
 
 
-def _updates(transform: optax.GradientTransformation, params) -> list[np.ndarray]:
+def updates_from_fixed_gradients(transform: optax.GradientTransformation, params) -> list[np.ndarray]:
     """Two updates from a fixed gradient: enough to tell adam(0.01), adam(0.1) and sgd apart."""
     grads = jax.tree.map(lambda p: np.random.default_rng(0).normal(size=p.shape).astype(p.dtype), params)
     state = transform.init(params)
@@ -32,25 +36,45 @@ def _updates(transform: optax.GradientTransformation, params) -> list[np.ndarray
     return out
 
 
-def _train(trainer) -> tuple[float, dict]:
-    """Trains with the Trainer's own step; returns the last step's loss and the initial params."""
-    state = trainer.trainstep.init(trainer.train_ds.element_spec)
-    initial = jax.tree.map(np.asarray, state.params)
-    batches = iter(trainer.train_ds)
-    for _ in range(trainer.num_train_steps):
-        # Same flags on every step: each combination of return_* flags is its own compile.
-        state, aux = trainer.trainstep.step(state, next(batches), return_losses=True)
-    return float(aux.loss_states["logcosh"].compute()), initial
+def expected_optimizer(overrides: dict) -> optax.GradientTransformation:
+    """The optimizer each run should end up with, built directly with optax."""
+    if "optimizer" in overrides:
+        return konfig.resolve(overrides["optimizer"])
+    return optax.adam(overrides.get("optimizer.learning_rate", DEFAULT_LR))
 
 
-@section(7, "sweep", "A sweep is a for-loop over config overrides", trains=True)
-def lesson(lesson: Lesson) -> str:
+def describe(overrides: dict) -> str:
+    """`path=value, ...`, a config value shown as the call it records."""
+    shown = {path: repr(value).removeprefix("<ConfigDict[").removesuffix("]>") if isinstance(value, konfig.ConfigDict)
+             else value for path, value in overrides.items()}
+    return ", ".join(f"{path}={value}" for path, value in shown.items()) or "(baseline)"
+
+
+def check_the_override_took(lesson: Lesson, trainer, overrides: dict, label: str) -> None:
+    """The override must have reached the resolved Trainer, not just the config."""
+    params = trainer.init_state().params
+    hidden = overrides.get("model.hidden", DEFAULT_HIDDEN)
+    lesson.check_equal(params["enc"]["kernel"].shape, (FEATURES, hidden), f"{label}: the enc kernel's shape")
+    same = all(np.allclose(a, b) for a, b in zip(updates_from_fixed_gradients(trainer.optimizer, params),
+                                                 updates_from_fixed_gradients(expected_optimizer(overrides), params)))
+    lesson.check(same, f"{label}: the resolved optimizer updates like the one the overrides describe")
+
+
+def launcher_importable() -> str | None:
+    """Why Kauldron's XManager launcher cannot be imported here, or None if it can."""
+    try:
+        from kauldron import kxm  # noqa: F401
+    except ImportError as e:
+        return f"{type(e).__name__}: {e}"
+    return None
+
+
+@section(7, "sweep", "A sweep is a for-loop over config overrides", trains=True,
+         shows="a config file's get_config() and sweep(): five runs, each override checked on the resolved Trainer")
+def sweep_over_overrides(lesson: Lesson) -> str:
     base = regression.get_config()
-    print(f"  cfg.model     = {base.model}")
-    print(f"  cfg.optimizer = {base.optimizer}")
-    print(f"  cfg.num_train_steps = {base.num_train_steps}")
-
-    print(f"\n  {'override (as a command-line flag)':44} {'final logcosh':>13}")
+    print(f"  cfg.model = {base.model}\n  cfg.optimizer = {base.optimizer}\n  cfg.num_train_steps = {base.num_train_steps}")
+    print(f"\n  {'overrides':36} {'final logcosh':>13}")
     results = {}
     for run, overrides in enumerate(regression.sweep()):
         cfg = regression.get_config()
@@ -58,29 +82,20 @@ def lesson(lesson: Lesson) -> str:
         for path, value in overrides.items():
             kontext.set_by_path(cfg, path, value)
         trainer = konfig.resolve(cfg)  # ConfigDict -> a real, frozen Trainer
-        label = " ".join(as_flag(path, value) for path, value in overrides.items()) or "(baseline)"
+        label = describe(overrides)
+        check_the_override_took(lesson, trainer, overrides, label)
+        _, aux = trainer.train()
+        results[label] = float(aux.loss_states["logcosh"].compute())  # the last step's loss
+        print(f"  {label:36} {results[label]:>13.4f}")
 
-        # The override must have reached the resolved object, not just the config.
-        hidden = overrides.get("model.hidden", DEFAULT_HIDDEN)
-        if "optimizer" in overrides:
-            expected_optimizer = konfig.resolve(overrides["optimizer"])
-        else:
-            expected_optimizer = optax.adam(overrides.get("optimizer.learning_rate", DEFAULT_LR))
-        loss, params = _train(trainer)
-        lesson.check_equal(params["enc"]["kernel"].shape, (FEATURES, hidden), f"{label}: enc kernel shape")
-        lesson.check(all(np.allclose(a, b) for a, b in zip(_updates(trainer.optimizer, params),
-                                                          _updates(expected_optimizer, params))),
-                     f"{label}: the resolved optimizer updates like the override says")
-        results[label] = loss
-        print(f"  {label:44} {loss:>13.4f}")
-
-    best, worst = min(results, key=results.get), max(results, key=results.get)
-    lesson.check_equal(len(results), 5, "runs in the sweep")
-    lesson.check(len(set(results.values())) == len(results), "every override changed the outcome")
+    lesson.check_equal(len(results), 5, "the number of runs sweep() yields")
+    lesson.check(len(set(results.values())) == len(results), "every override changed the final loss")
+    why = launcher_importable()
+    lesson.check(why is not None, "Kauldron's XManager launcher (kauldron.kxm) does not import from the PyPI package")
+    print(f"\n  from kauldron import kxm -> {why}")
     lesson.fact("final_logcosh", results)
     lesson.plot(f"Section 7: one config, five overrides, {base.num_train_steps} steps each",
                 Panel("final training loss per run", "final logcosh", "", bars=results))
-    print(f"\n  best: {best} ({results[best]:.4f}); worst: {worst} ({results[worst]:.4f})")
-    print("  Each override was checked on the resolved Trainer: the enc kernel's shape, and the"
-          "\n  optimizer's updates against optax built directly with the overridden values.")
+    best, worst = min(results, key=results.get), max(results, key=results.get)
+    print(f"  best: {best} ({results[best]:.4f}); worst: {worst} ({results[worst]:.4f})")
     return f"best {results[best]:.4f} ({best}), worst {results[worst]:.4f} ({worst})"

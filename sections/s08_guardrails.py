@@ -1,25 +1,56 @@
-"""konfig's guardrails: configs hold configs, never resolved objects.
+"""konfig's guardrails: configs hold configs, never resolved objects; and who sets the seed.
 
 A `ConfigDict` refuses a real, already-built object (here a flax module), so a config
 stays a description all the way down: serialisable to JSON and overridable by flags until
 `konfig.resolve` builds it. Sub-objects follow a related rule: fields such as a
-pipeline's `seed` or an evaluator's `ds` default to references to the root config, which
-the Trainer fills in. Built on its own, outside a Trainer, nothing fills them.
+pipeline's `seed` or an evaluator's `ds` default to the root config's values, which the
+Trainer fills in. Built outside a Trainer, a PyGrain (or TensorFlow) pipeline with no seed
+picks a random one: it runs, but two runs see different batches, silently. Inside a
+Trainer it takes the Trainer's `seed`, and the batches repeat run to run.
 """
 
 import json
 
-import optax
+import numpy as np
 from kauldron import kd, konfig
 
-from sections.registry import Lesson, section
-from sections.shared import MLP, LogCosh, make_loader
+from configs import regression
+from sections.lesson import Lesson
+from sections.registry import section
+from sections.shared import MLP, RegressionRows
 
 
-@section(8, "guardrails", "The guardrail: configs hold configs, never resolved objects")
-def lesson(lesson: Lesson) -> str:
+def pygrain_rows(**options) -> kd.data.py.DataSource:
+    return kd.data.py.DataSource(data_source=RegressionRows("train"), batch_size=32, shuffle=True,
+                                 num_epochs=None, num_workers=0, **options)
+
+
+def first_batch(pipeline) -> np.ndarray:
+    return np.asarray(next(iter(pipeline))["x"])
+
+
+def config_with_pygrain_data(seed: int, workdir):
+    """The regression experiment with a PyGrain pipeline that names no seed of its own."""
     with konfig.imports():
         from kauldron import kd as kd_cfg
+
+        from sections import shared as shared_cfg
+
+    cfg = regression.get_config()
+    cfg.workdir = str(workdir)
+    cfg.seed = seed
+    cfg.train_ds = kd_cfg.data.py.DataSource(data_source=shared_cfg.RegressionRows("train"), batch_size=32,
+                                             shuffle=True, num_epochs=None, num_workers=0)
+    cfg.eval_ds = kd_cfg.data.py.DataSource(data_source=shared_cfg.RegressionRows("eval"), batch_size=32,
+                                            shuffle=False, num_epochs=1, num_workers=0)
+    cfg.evals = {"eval": kd_cfg.evals.Evaluator(run=kd_cfg.evals.EveryNSteps(100))}  # no ds: cfg.eval_ds
+    return cfg
+
+
+def configs_refuse_built_objects(lesson: Lesson) -> None:
+    with konfig.imports():
+        from kauldron import kd as kd_cfg
+
         from sections import shared as shared_cfg
 
     cfg = kd_cfg.train.Trainer()
@@ -27,53 +58,48 @@ def lesson(lesson: Lesson) -> str:
     def assign_a_real_module():
         cfg.model = MLP(inputs="batch.x", hidden=8)
 
-    error = lesson.check_raises(ValueError, assign_a_real_module, "assigning a flax module to cfg.model")
+    error = lesson.check_raises(ValueError, assign_a_real_module, "assigning a built flax module to cfg.model")
     message = str(error)
     print("  cfg.model = MLP(inputs='batch.x', hidden=8)   # a real flax module")
     print("    ValueError: " + message.splitlines()[0][:160] + "...")
-    lesson.check("ConfigDict only accept other configurables" in message,
-                 "the error says ConfigDict only accepts configurables")
-    lesson.check("konfig.imports()" in message, "the error suggests wrapping the import in konfig.imports()")
+    lesson.check("ConfigDict only accept other configurables" in message and "konfig.imports()" in message,
+                 "the error says a ConfigDict only accepts configurables, and suggests konfig.imports()")
     lesson.fact("error", message.splitlines()[0])
 
     cfg.model = shared_cfg.MLP(inputs="batch.x", hidden=8)  # the description is accepted
     lesson.check_equal(konfig.resolve(cfg.model), MLP(inputs="batch.x", hidden=8),
-                       "the resolved description")
+                       "resolving the description builds the module")
     as_json = json.loads(cfg.to_json())
-    lesson.check_equal(as_json["model"]["__qualname__"], "sections.shared:MLP", "the model in cfg.to_json()")
+    lesson.check_equal(as_json["model"]["__qualname__"], "sections.shared:MLP", "the model's qualname in cfg.to_json()")
     print("\n  cfg.model = shared_cfg.MLP(inputs='batch.x', hidden=8)   # its description")
     print(f"    accepted; in cfg.to_json() it is {as_json['model']}, and resolve() builds the same module")
 
-    pipeline = kd.data.InMemoryPipeline(loader=make_loader("train"), batch_size=32, shuffle=True)
-    evaluator = kd.evals.Evaluator(run=kd.evals.EveryNSteps(100), num_batches=4)
-    defaults = {"InMemoryPipeline(...).seed": pipeline.seed, "Evaluator(...).ds": evaluator.ds}
-    print("\n  Fields that default to the root config, read from the objects themselves:")
-    for name, value in defaults.items():
-        print(f"    {name:28} -> {value!r}")
-    lesson.check_equal([repr(v) for v in defaults.values()],
-                       ["_FakeRootCfg('cfg.seed')", "_FakeRootCfg('cfg.eval_ds')"],
-                       "the root-config defaults")
-    lesson.fact("root_defaults", {name: repr(value) for name, value in defaults.items()})
 
-    eval_ds = kd.data.InMemoryPipeline(loader=make_loader("eval"), batch_size=32, num_epochs=1)
-    trainer = kd.train.Trainer(
-        seed=3, workdir=str(lesson.workdir), train_ds=pipeline, eval_ds=eval_ds,
-        model=MLP(inputs="batch.x"), num_train_steps=1,
-        train_losses={"logcosh": LogCosh(preds="preds.y", targets="batch.y")},
-        optimizer=optax.adam(1e-2), evals={"eval": evaluator},
-    )
-    lesson.check_equal(trainer.train_ds.seed, 3, "the pipeline's seed inside a Trainer(seed=3)")
-    lesson.check(trainer.evals["eval"].ds is trainer.eval_ds, "the evaluator's ds is the Trainer's eval_ds")
-    print(f"\n  Inside Trainer(seed=3, eval_ds=...): train_ds.seed = {trainer.train_ds.seed},"
-          " and the evaluator's ds is trainer.eval_ds.")
+@section(8, "guardrails", "The guardrail: configs hold configs, never resolved objects; who sets the seed",
+         shows="a ConfigDict refuses built objects; a pipeline without a seed is random alone, the Trainer's seed inside one")
+def guardrails_and_seeds(lesson: Lesson) -> str:
+    configs_refuse_built_objects(lesson)
 
-    error = lesson.check_raises(TypeError, lambda: next(iter(pipeline)),
-                                "iterating a standalone shuffled pipeline with no seed")
-    lesson.check("_FakeRootCfg" in str(error), "the error mentions the unfilled _FakeRootCfg")
-    print(f"  Standalone, the same shuffled pipeline fails when iterated:\n    TypeError: {error}")
-    seeded = kd.data.InMemoryPipeline(loader=make_loader("train"), batch_size=32, shuffle=True, seed=0)
-    shape = next(iter(seeded))["x"].shape
-    lesson.check_equal(shape, (32, 16), "a batch from the pipeline built with seed=0")
-    print(f"  With seed=0 passed explicitly it yields batches of {shape}: that is why standalone"
-          "\n  pipelines in these lessons pass seed=.")
-    return "ConfigDict refused a built module; root defaults cfg.seed / cfg.eval_ds filled by the Trainer; unseeded standalone pipeline fails"
+    alone = [pygrain_rows(), pygrain_rows()]
+    batches = [first_batch(p) for p in alone]  # iterating fills in a random seed
+    print(f"\n  Two standalone kd.data.py.DataSource pipelines, no seed given: seeds"
+          f" {alone[0].seed} and {alone[1].seed};\n  their first batches are"
+          f" {'the same' if np.array_equal(*batches) else 'different'}.")
+    lesson.check(alone[0].seed != alone[1].seed, "two standalone pipelines without a seed picked different seeds")
+    lesson.check(not np.array_equal(*batches), "two standalone pipelines without a seed gave different first batches")
+    seeded = [first_batch(pygrain_rows(seed=0)) for _ in range(2)]
+    lesson.check(np.array_equal(*seeded), "two standalone pipelines with seed=0 give the same first batch")
+    print("  With seed=0 passed to both, their first batches are the same.")
+
+    trainers = [konfig.resolve(config_with_pygrain_data(3, lesson.workdir / f"trainer-{i}")) for i in range(2)]
+    in_trainer = [first_batch(t.train_ds) for t in trainers]
+    lesson.check_equal([t.train_ds.seed for t in trainers], [3, 3], "the pipeline's seed inside two Trainer(seed=3)")
+    lesson.check(np.array_equal(*in_trainer), "the two Trainers' pipelines give the same first batch")
+    lesson.check(trainers[0].evals["eval"].ds is trainers[0].eval_ds,
+                 "an Evaluator given no ds evaluates on the Trainer's eval_ds")
+    print(f"\n  The same pipeline config inside the regression Trainer with cfg.seed = 3, resolved twice:"
+          f"\n  train_ds.seed = {trainers[0].train_ds.seed} both times, and the same first batch; the"
+          "\n  evaluator given no ds uses trainer.eval_ds.")
+    lesson.fact("standalone_seeds", [p.seed for p in alone])
+    return (f"ConfigDict refused a built module; unseeded standalone pipelines drew seeds {alone[0].seed} and "
+            f"{alone[1].seed} and different batches; inside Trainer(seed=3) both got seed 3 and the same batch")

@@ -13,7 +13,8 @@ import dataclasses
 import numpy as np
 from kauldron import kd, konfig
 
-from sections.registry import Lesson, section
+from sections.lesson import Lesson
+from sections.registry import section
 
 IMAGE_SHAPE = (8, 8, 3)
 
@@ -51,8 +52,9 @@ def _pipeline_config(batch_size: int):
     )
 
 
-@section(12, "data", "A data pipeline with transforms, as a config", trains=False)
-def lesson(lesson: Lesson) -> str:
+@section(12, "data", "A data pipeline with transforms, as a config",
+         shows="kd.data.py.DataSource with Elements, ValueRange, Rearrange as config entries; the spec before and after")
+def pipeline_as_config(lesson: Lesson) -> str:
     raw = kd.data.py.DataSource(data_source=SyntheticImages(size=64), batch_size=8, shuffle=False,
                                 num_epochs=1, seed=0, num_workers=0)
     before = kd.inspect.json_spec_like(raw.element_spec)

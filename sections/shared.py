@@ -10,20 +10,20 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import json
 import os
 import pathlib
 import subprocess
-from typing import Any, Callable
+from typing import Callable
 
 import flax
 import flax.linen as nn
 import jax.numpy as jnp
 import numpy as np
-from kauldron import kd, konfig, kontext
+import optax
+from kauldron import kd, kontext
 from kauldron import ktyping as kt
 
-from sections.registry import LessonFailed
+from sections.lesson import LessonFailed
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]  # the repository: configs/ and sections/
 FEATURES = 16
@@ -58,11 +58,13 @@ def make_loader(split: str) -> Callable[[], dict[str, np.ndarray]]:
 
 
 class MLP(nn.Module):
-    """Dense `enc` -> relu -> Dense `out`. Its input is a kontext key, not an argument name."""
+    """Dense `enc` -> relu -> Dense `out`. Its input is a kontext key, not an argument name.
+    The shapes in the signature are checked on every call (`@kt.typechecked`)."""
 
     inputs: kontext.Key = kontext.REQUIRED
     hidden: int = 32
 
+    @kt.typechecked
     @nn.compact
     def __call__(self, inputs: kt.Float["*b f"]) -> dict[str, kt.Float["*b 1"]]:
         h = nn.relu(nn.Dense(self.hidden, name="enc")(inputs))
@@ -110,24 +112,11 @@ class WithinTol(kd.metrics.Metric):
         return self.State(n_hit=hit.sum(), n_total=jnp.asarray(hit.size, jnp.float32))
 
 
-def as_flag(path: str, value: Any) -> str:
-    """The command-line flag that makes the same override: `--cfg.<path>=<value>`.
-
-    A config value (a recorded call) becomes a `py::` expression, which
-    `python -m kauldron.main` parses back into the same ConfigDict.
-    """
-    if isinstance(value, konfig.ConfigDict):
-        return f"--cfg.{path}=py::{_as_call(json.loads(value.to_json()))}"
-    return f"--cfg.{path}={value}"
-
-
-def _as_call(node: Any) -> str:
-    if not (isinstance(node, dict) and "__qualname__" in node):
-        return repr(node)
-    module, name = node["__qualname__"].split(":")
-    args = [_as_call(v) for k, v in node.items() if k.isdigit()]
-    args += [f"{k}={_as_call(v)}" for k, v in node.items() if not k.isdigit() and k != "__qualname__"]
-    return f"{module}.{name}({', '.join(args)})"
+def adam_recording_lr(learning_rate: float | optax.Schedule) -> optax.GradientTransformation:
+    """`optax.adam` whose state records the learning rate of its latest update
+    (`state.hyperparams["learning_rate"]`), through `optax.inject_hyperparams`. A function,
+    so that a config can call it: konfig records one call, not a call of a call's result."""
+    return optax.inject_hyperparams(optax.adam)(learning_rate=learning_rate)
 
 
 @dataclasses.dataclass(frozen=True)

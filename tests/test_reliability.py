@@ -57,7 +57,10 @@ def test_two_full_runs_at_once_pass_every_section_cleanly_and_share_only_the_cac
     expected_fix = os.environ.get("TUTORIAL_EXPECT_ETILS_PRNG")  # set by .ci/run per leg
     for report, log in zip(reports, outputs):
         assert [s["slug"] for s in report["sections"]] == expected
-        assert f"{len(expected)} passed, 0 failed, 0 skipped" in log
+        assert f"{len(expected)} passed, 0 failed, 0 skipped; {report['totals']['checks']} checks in" in log
+        assert all(section["checks"] for section in report["sections"])  # every lesson checks something
+        assert report["totals"]["failed_checks"] == 0
+        assert not [c for s in report["sections"] for c in s["checks"] if not c["passed"]]
         if expected_fix:
             assert report["compat"][0]["state"] == expected_fix
         assert "Traceback" not in log
