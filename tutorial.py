@@ -165,7 +165,7 @@ def prepare_plots(path: str | None) -> tuple[pathlib.Path | None, str | None]:
     target = writable_dir("--plots", path)
     if not registry.plotting_available():
         return None, f"plots: not drawn: matplotlib is not installed; install it with: {EXTRAS_INSTALL_COMMAND}"
-    return target, f"plots: {target} (a PNG for each section with a figure: 2, 6, 7, 9)"
+    return target, f"plots: {target} (a PNG for each selected section that has a figure)"
 
 
 def export_notebook(path: str, chosen: list[registry.SectionInfo]) -> None:

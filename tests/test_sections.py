@@ -132,6 +132,18 @@ def test_data_transforms_change_the_element_spec_and_follow_overrides(tutorial):
     }
 
 
+def test_finetune_loads_the_encoder_freezes_it_and_beats_scratch(tutorial, tmp_path):
+    facts = run_alone_with_plots(tutorial, "finetune", tmp_path / "plots")
+    final = facts["final_logcosh"]
+    assert final["fine-tuned"] < final["from scratch"] / 5
+    assert final["fine-tuned"] == pytest.approx(0.0130, abs=2e-3)
+
+
+def test_randomness_lists_the_context_keys(tutorial):
+    facts = run_alone(tutorial, "randomness")
+    assert facts["context_paths"] >= 30  # batch, params, grads, updates, opt_state, interms, states
+
+
 def test_sections_5_to_9_pass_in_reverse_order_in_one_process(tutorial):
     run = tutorial("9", "8", "7", "6", "5")
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
