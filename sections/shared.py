@@ -160,3 +160,18 @@ def read_scalars(*paths: pathlib.Path) -> dict[int, dict[str, float]]:
                     if array.ndim == 0 and array.dtype.kind in "fiu":
                         scalars.setdefault(int(event.step), {})[value.tag] = float(array)
     return scalars
+
+
+def read_tensors(workdir: str | pathlib.Path, collection: str) -> dict[str, dict[int, np.ndarray]]:
+    """{tag: {step: value}} of everything Kauldron wrote for a collection, summaries
+    included (a histogram is a [buckets, 3] array of left edge, right edge, count; an image
+    is [width, height, PNG bytes]), read with TensorBoard's EventAccumulator."""
+    from tensorboard.backend.event_processing import event_accumulator
+    from tensorboard.util import tensor_util
+
+    # TENSORS: 0 keeps every event: by default the accumulator samples 10 per tag.
+    events = event_accumulator.EventAccumulator(str(pathlib.Path(workdir, collection)),
+                                                size_guidance={event_accumulator.TENSORS: 0})
+    events.Reload()
+    return {tag: {e.step: tensor_util.make_ndarray(e.tensor_proto) for e in events.Tensors(tag)}
+            for tag in events.Tags()["tensors"]}

@@ -144,6 +144,25 @@ def test_randomness_lists_the_context_keys(tutorial):
     assert facts["context_paths"] >= 30  # batch, params, grads, updates, opt_state, interms, states
 
 
+def test_evals_recomputed_from_each_checkpoint(tutorial, tmp_path):
+    facts = run_alone_with_plots(tutorial, "evals", tmp_path / "plots")
+    assert list(facts["heldout"]) == ["0", "100", "200"]
+    assert facts["heldout"]["0"]["logcosh"] == pytest.approx(1.2229, abs=1e-4)
+    assert facts["heldout"]["200"]["logcosh"] == pytest.approx(0.0149, abs=1e-3)
+
+
+def test_export_serves_without_kauldron(tutorial):
+    facts = run_alone(tutorial, "export")
+    assert facts["served"]["rows"] == 128 and facts["served"]["max_abs_difference"] == 0.0
+    assert "expected (b, 16)" in facts["served"]["refused"]
+
+
+def test_nnx_trains_and_matches_linen(tutorial):
+    facts = run_alone(tutorial, "nnx")
+    assert facts["logcosh"]["300"] * 10 <= facts["logcosh"]["0"]
+    assert facts["linen_max_difference"] == 0.0
+
+
 def test_sections_5_to_9_pass_in_reverse_order_in_one_process(tutorial):
     run = tutorial("9", "8", "7", "6", "5")
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
