@@ -67,7 +67,14 @@ class CtrlC:
         elif cls._reraised < 100:  # bounded, in case it keeps landing in callbacks
             cls._reraised += 1
             # From another thread, so that it lands after the callback, not in this hook.
-            threading.Timer(0.01, _thread.interrupt_main).start()
+            # At interpreter shutdown (seen on 3.12) no thread can start, and there is no
+            # main code left to interrupt: the press is already remembered.
+            if sys.is_finalizing():
+                return
+            try:
+                threading.Timer(0.01, _thread.interrupt_main).start()
+            except RuntimeError:
+                pass
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
