@@ -15,9 +15,8 @@ Beyond one host, every host runs the same program, and the program must call
 `jax.distributed.initialize()` before anything starts jax's backend (a computation,
 `jax.devices()`): after that, jax refuses it (checked below). A Trainer does not call it
 (checked), nor does `python -m kauldron.main` (its source never does), so such a job starts
-`kauldron.main` through a wrapper that calls it first. On TPU pods, Slurm and Open MPI,
-`initialize()` finds its arguments in the environment (jax's documentation; not checked
-here).
+`kauldron.main` through a wrapper that calls it first: `sections/distributed_main.py`,
+which section 18 uses to run this experiment as two processes.
 """
 
 import importlib.util

@@ -1,0 +1,30 @@
+r"""The regression experiment as a job of several processes (section 18).
+
+The same experiment as `configs/regression.py`, for 100 steps with a checkpoint at the end,
+whose training pipeline also writes down which rows the process running it read in its
+first batch (`rows-process-<i>.json` in the workdir), to show how the data is shared out.
+Start every process of the job with the same command (see sections/distributed_main.py):
+
+    python -m sections.distributed_main --coordinator_address=HOST:PORT --num_processes=2 \
+        --process_id=0 --cfg=configs/multihost.py --cfg.workdir=/absolute/shared/path
+"""
+
+from kauldron import konfig
+
+from configs import regression
+
+with konfig.imports():
+    from kauldron import kd
+
+    from sections import s18_multihost, shared
+
+
+def get_config():
+    cfg = regression.get_config()
+    cfg.num_train_steps = 100
+    cfg.train_ds = s18_multihost.InMemoryRowsRecorded(
+        loader=shared.make_loader("train"), batch_size=32, shuffle=True, num_epochs=None,
+        record_dir=cfg.ref.workdir,
+    )
+    cfg.checkpointer = kd.ckpts.Checkpointer(save_interval_steps=100)
+    return cfg
