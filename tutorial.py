@@ -23,7 +23,11 @@ if sys.version_info < MIN_PYTHON:
 
 import _thread  # noqa: E402
 import argparse  # noqa: E402
+import concurrent.futures  # noqa: E402
+import contextlib  # noqa: E402
+import io  # noqa: E402
 import json  # noqa: E402
+import multiprocessing  # noqa: E402
 import os  # noqa: E402
 import pathlib  # noqa: E402
 import shutil  # noqa: E402
@@ -100,6 +104,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     )
     parser.add_argument("--keep", action="store_true", help="keep the temporary workdir")
     parser.add_argument(
+        "-j", "--jobs", type=positive_int, default=default_jobs(), metavar="N",
+        help="run the sections in N worker processes, printing each whole and in order "
+        f"(default: the number of CPU cores, {default_jobs()} here; 1: all in this process)",
+    )
+    parser.add_argument(
         "--plots", metavar="DIR",
         help="also draw the sections' figures as PNG files in DIR (needs matplotlib)",
     )
@@ -119,6 +128,16 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     )
     cache.add_argument("--no-cache", action="store_true", help="compile everything afresh")
     return parser.parse_args(argv)
+
+
+def default_jobs() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def positive_int(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
+    return int(text)
 
 
 def print_list(infos: list[registry.SectionInfo]) -> None:
@@ -164,12 +183,12 @@ def prepare_workdir(path: str | None, keep: bool) -> tuple[pathlib.Path, bool]:
     return writable_dir("--workdir", path), False
 
 
-def prepare_plots(path: str | None) -> tuple[pathlib.Path | None, str | None]:
+def plotting_to(target: pathlib.Path | None) -> tuple[pathlib.Path | None, str | None]:
     """Where --plots draws (None: nowhere), and the header line that says so. Without
-    matplotlib the run goes on as if --plots was not given, after one line saying why."""
-    if path is None:
+    matplotlib the run goes on as if --plots was not given, after one line saying why.
+    Call after the process settings: importing matplotlib writes its config directory."""
+    if target is None:
         return None, None
-    target = writable_dir("--plots", path)
     if not registry.plotting_available():
         return None, f"plots: not drawn: matplotlib is not installed; install it with: {EXTRAS_INSTALL_COMMAND}"
     return target, f"plots: {target} (a PNG for each selected section that has a figure)"
@@ -242,6 +261,117 @@ def inspect_environment(
     return described, fixes
 
 
+def start_worker(no_compat: bool, cache: pathlib.Path | None, workdir: pathlib.Path) -> None:
+    """Runs first in each worker process (--jobs): the driver's process settings and fixes,
+    and a process group of its own, so that stopping the run can stop the worker together
+    with every process its sections started."""
+    os.setpgrp()
+    registry.prepare(cache, workdir)
+    if not no_compat:
+        import compat
+
+        compat.install_all()
+
+
+def run_captured(info: registry.SectionInfo, workdir: pathlib.Path,
+                 plots_dir: pathlib.Path | None) -> tuple[registry.SectionResult, str]:
+    """One section in a worker: its result, and what it printed, for the driver to print in order."""
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        result = registry.run(info, workdir, plots_dir)
+    return result, printed.getvalue()
+
+
+def stop_workers() -> None:
+    """Kills every worker and whatever it started (each worker leads its own process group)."""
+    for worker in multiprocessing.active_children():
+        for kill in (lambda: os.killpg(worker.pid, signal.SIGKILL), worker.kill):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                kill()
+
+
+def worker_died(info: registry.SectionInfo, error: Exception) -> registry.SectionResult:
+    message = ("its worker process died while running it alone (killed, or a crash in compiled code);"
+               " run it with --jobs 1 to see why")
+    return registry.SectionResult(
+        info.number, info.slug, info.title, "failed", 0.0, f"{type(error).__name__}: {message}", {},
+        error={"type": type(error).__name__, "message": message, "expected": True,
+               "short_traceback": "", "traceback": ""})
+
+
+def section_banner(info: registry.SectionInfo) -> str:
+    return f"\n{RULE}\n{info.number}. {info.title}  [{info.slug}]\n{RULE}"
+
+
+def run_in_this_process(chosen, section_dir, plots_dir, results, running) -> None:
+    for info in chosen:
+        running.add(info.slug)
+        print(section_banner(info))
+        result = registry.run(info, section_dir(info), plots_dir)
+        if CtrlC.pressed:  # the interrupt was swallowed inside the section: don't trust it
+            raise KeyboardInterrupt
+        running.discard(info.slug)
+        results.append(result)
+        print_result(result)
+
+
+def run_in_workers(jobs, worker_setup, chosen, section_dir, plots_dir, results, running) -> None:
+    """Runs the sections in `jobs` worker processes and prints each section whole as soon as
+    it and the ones before it are done. A worker runs one section after another, as this
+    process does with --jobs 1, so it pays the imports once. Those marked `start_early` go
+    first (a long job in processes of their own then overlaps with the rest), the others in
+    order, so that output starts at once.
+
+    A worker that dies (a crash in compiled code, the OOM killer) breaks the pool: the
+    sections not yet done then run again one by one, each in a worker of its own, so that
+    only the one that kills its worker fails."""
+    start_order = sorted(chosen, key=lambda info: not info.start_early)  # stable: else in order
+    left = run_in_pool(min(jobs, len(chosen)), worker_setup, start_order, chosen, section_dir, plots_dir,
+                       results, running)
+    for info in left:
+        run_in_pool(1, worker_setup, [info], [info], section_dir, plots_dir, results, running, alone=True)
+
+
+def run_in_pool(workers, worker_setup, start_order, print_order, section_dir, plots_dir, results, running,
+                alone=False) -> list:
+    """Runs sections in a pool; prints and records each in `print_order`. Returns the
+    sections left undone when a worker died (none when `alone`: that section failed)."""
+    pool = concurrent.futures.ProcessPoolExecutor(
+        max_workers=workers, initializer=start_worker, initargs=worker_setup,
+        # Not fork: this process has started jax, which is multithreaded.
+        mp_context=multiprocessing.get_context("spawn"))
+    futures = {}
+    try:
+        for info in start_order:
+            futures[info.slug] = pool.submit(run_captured, info, section_dir(info), plots_dir)
+        for index, info in enumerate(print_order):
+            try:
+                result, printed = futures[info.slug].result()
+            except concurrent.futures.process.BrokenProcessPool as e:
+                if not alone:
+                    return print_order[index:]
+                result, printed = worker_died(info, e), ""
+            print(section_banner(info))
+            print(printed, end="")
+            results.append(result)
+            print_result(result)
+        return []
+    except BaseException:
+        # "Running" includes the next in line: the pool hands it on before a worker is free.
+        running.update(slug for slug, future in futures.items() if future.running())
+        stop_workers()
+        # Sections done but not yet printed (one before them was still running) count.
+        printed = {result.slug for result in results}
+        for info in print_order:
+            future = futures.get(info.slug)
+            if info.slug not in printed and future and future.done() and not future.cancelled() \
+                    and future.exception() is None:
+                results.append(future.result()[0])
+        raise
+    finally:
+        pool.shutdown(cancel_futures=True)
+
+
 def print_versions(described: dict, fixes: list) -> None:
     for name, version in described["versions"].items():
         print(f"{name:<18} {version}")
@@ -250,7 +380,7 @@ def print_versions(described: dict, fixes: list) -> None:
         print(f"compat {fix.line()}")
 
 
-def print_header(described: dict, fixes: list, workdir: pathlib.Path, removed: bool) -> None:
+def print_header(described: dict, fixes: list, workdir: pathlib.Path, removed: bool, jobs: int) -> None:
     print(RULE)
     print("Kauldron tutorial")
     print(" | ".join(f"{name} {version}" for name, version in described["versions"].items()))
@@ -264,6 +394,8 @@ def print_header(described: dict, fixes: list, workdir: pathlib.Path, removed: b
     else:
         print("cache: off (everything is compiled afresh)")
     print(f"workdir: {workdir}" + (" (removed at the end; --keep keeps it)" if removed else ""))
+    if jobs > 1:
+        print(f"jobs: {jobs} worker processes (each section is printed whole, in order, when done)")
 
 
 def checks_counted(checks: list[dict]) -> str:
@@ -328,7 +460,7 @@ def main(argv: list[str]) -> int:
                 write_json(json_path, {**described, "interrupted": False, "sections": [], "totals": {}})
             return EXIT_OK
         cache = prepare_cache(args.cache_dir, args.no_cache)
-        plots_dir, plots_line = prepare_plots(args.plots)
+        plots_dir = writable_dir("--plots", args.plots) if args.plots else None
         workdir, remove_workdir = prepare_workdir(args.workdir, args.keep)
     except (UsageError, registry.SelectionError) as e:
         print(f"tutorial.py: {e}", file=sys.stderr)
@@ -336,23 +468,27 @@ def main(argv: list[str]) -> int:
 
     start = time.perf_counter()
     results: list[registry.SectionResult] = []
-    running = None  # the section that was running when an interrupt came
+    running: set[str] = set()  # the sections running when an interrupt came
+    jobs = min(args.jobs, len(chosen))
+    running_note = "interrupted while running" if jobs == 1 else "interrupted while running or next in line"
     report = {"versions": {}, "devices": [], "compat": [], "interrupted": False,
-              "workdir": str(workdir), "workdir_removed": remove_workdir, "sections": [], "totals": {}}
+              "workdir": str(workdir), "workdir_removed": remove_workdir, "jobs": jobs, "sections": [], "totals": {}}
     try:
         described, fixes = inspect_environment(args.no_compat, cache, workdir)
+        plots_dir, plots_line = plotting_to(plots_dir)
         report.update(described, plots=str(plots_dir) if plots_dir else None)
-        print_header(described, fixes, workdir, remove_workdir)
+        print_header(described, fixes, workdir, remove_workdir, jobs)
         if plots_line:
             print(plots_line)
-        for info in chosen:
-            running = info.slug
-            print(f"\n{RULE}\n{info.number}. {info.title}  [{info.slug}]\n{RULE}")
-            result = registry.run(info, workdir / f"{info.number:02d}-{info.slug}", plots_dir)
-            if CtrlC.pressed:  # the interrupt was swallowed inside the section: don't trust it
-                raise KeyboardInterrupt
-            results.append(result)
-            print_result(result)
+
+        def section_dir(info: registry.SectionInfo) -> pathlib.Path:
+            return workdir / f"{info.number:02d}-{info.slug}"
+
+        if jobs == 1:
+            run_in_this_process(chosen, section_dir, plots_dir, results, running)
+        else:
+            worker_setup = (args.no_compat, cache, workdir)
+            run_in_workers(jobs, worker_setup, chosen, section_dir, plots_dir, results, running)
     except KeyboardInterrupt:
         report["interrupted"] = True
         print("\ninterrupted")
@@ -360,8 +496,10 @@ def main(argv: list[str]) -> int:
         done = {r.slug for r in results}
         for info in chosen:
             if info.slug not in done:
-                why = "interrupted while running" if info.slug == running else "not run: interrupted"
+                why = running_note if info.slug in running else "not run: interrupted"
                 results.append(registry.SectionResult(info.number, info.slug, info.title, "skipped", 0.0, why, {}))
+        order = [info.slug for info in chosen]
+        results.sort(key=lambda r: order.index(r.slug))
         totals = {status: sum(r.status == status for r in results)
                   for status in ("passed", "failed", "skipped")}
         totals["checks"] = sum(len(r.checks) for r in results)

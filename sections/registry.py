@@ -18,6 +18,7 @@ import importlib
 import inspect
 import os
 import pathlib
+import signal
 import textwrap
 import time
 import traceback
@@ -29,7 +30,8 @@ SECTIONS_DIR = pathlib.Path(__file__).resolve().parent
 SECTION_FILES = "s[0-9][0-9]_*.py"
 # How many innermost frames of an unexpected error are shown under its section.
 SHORT_TRACEBACK_FRAMES = 3
-# Test hook: the section with this slug raises instead of teaching (tests/test_reliability.py).
+# Test hook: the section with this slug raises instead of teaching, or with "<slug>:crash"
+# kills its own process (tests/test_reliability.py).
 FAIL_SECTION_ENV = "KAULDRON_TUTORIAL_FAIL_SECTION"
 
 
@@ -41,6 +43,9 @@ class SectionInfo:
     shows: str  # what the lesson shows, in a line: --list and the README's table
     trains: bool  # whether it trains a model (seconds, not milliseconds)
     module: str
+    # Whether, with --jobs, it starts before the others: a long lesson that works mostly in
+    # processes of its own, which then overlap with the rest.
+    start_early: bool = False
 
 
 class SelectionError(ValueError):
@@ -75,17 +80,21 @@ class SectionResult:
 _FUNCTIONS: dict[str, Callable[[Lesson], str]] = {}
 
 
-def section(number: int, slug: str, title: str, *, shows: str, trains: bool = False):
+def section(number: int, slug: str, title: str, *, shows: str, trains: bool = False,
+            start_early: bool = False):
     """Registers a lesson. Arguments must be literals: the catalog reads them with ast.
-    `shows`: what the lesson shows, in a line; `trains`: whether it trains a model."""
+    `shows`: what the lesson shows, in a line; `trains`: whether it trains a model;
+    `start_early`: whether, with --jobs, it starts before the others (a long lesson that
+    works mostly in processes of its own)."""
 
     def register(fn: Callable[[Lesson], str]) -> Callable[[Lesson], str]:
         # The same section defined again (a notebook cell, then its module imported by a
         # config) replaces itself; two sections sharing a slug are an error.
         earlier = getattr(_FUNCTIONS.get(slug), "section_info", None)
-        if earlier is not None and earlier != (number, slug, title, shows, trains):
+        info = (number, slug, title, shows, trains, start_early)
+        if earlier is not None and earlier != info:
             raise ValueError(f"section {slug!r} is registered twice")
-        fn.section_info = (number, slug, title, shows, trains)
+        fn.section_info = info
         _FUNCTIONS[slug] = fn
         return fn
 
@@ -101,7 +110,7 @@ def lesson_function(slug: str) -> Callable[[Lesson], str]:
 
 
 def _decorator_arguments(tree: ast.Module) -> list[tuple[Any, ...]]:
-    """The (number, slug, title, shows, trains) of every `@section(...)` in a module."""
+    """The (number, slug, title, shows, trains, start_early) of every `@section(...)`."""
     found = []
     for node in ast.walk(tree):
         if not isinstance(node, ast.FunctionDef):
@@ -112,7 +121,8 @@ def _decorator_arguments(tree: ast.Module) -> list[tuple[Any, ...]]:
             args = [ast.literal_eval(a) for a in deco.args]
             kwargs = {k.arg: ast.literal_eval(k.value) for k in deco.keywords}
             number, slug, title = (args + [kwargs.get(k) for k in ("number", "slug", "title")])[:3]
-            found.append((number, slug, title, kwargs["shows"], bool(kwargs.get("trains", False))))
+            found.append((number, slug, title, kwargs["shows"], bool(kwargs.get("trains", False)),
+                          bool(kwargs.get("start_early", False))))
     return found
 
 
@@ -120,8 +130,8 @@ def catalog() -> list[SectionInfo]:
     """Every section, in number order, read from the section files without importing them."""
     infos = []
     for path in sorted(SECTIONS_DIR.glob(SECTION_FILES)):
-        for number, slug, title, shows, trains in _decorator_arguments(ast.parse(path.read_text())):
-            infos.append(SectionInfo(number, slug, title, shows, trains, f"sections.{path.stem}"))
+        for number, slug, title, shows, trains, starts in _decorator_arguments(ast.parse(path.read_text())):
+            infos.append(SectionInfo(number, slug, title, shows, trains, f"sections.{path.stem}", starts))
     infos.sort(key=lambda info: info.number)
     for key in ("number", "slug"):
         values = [getattr(info, key) for info in infos]
@@ -160,7 +170,9 @@ def select(infos: list[SectionInfo], selectors: list[str]) -> list[SectionInfo]:
     return chosen
 
 
-def _injected_failure():
+def _injected_failure(how: str):
+    if how == "crash":  # as a segfault in compiled code would: no Python error, the process gone
+        os.kill(os.getpid(), signal.SIGKILL)
     raise RuntimeError(f"failure injected by {FAIL_SECTION_ENV}")
 
 
@@ -229,8 +241,9 @@ def run(info: SectionInfo, workdir: pathlib.Path, plots_dir: pathlib.Path | None
         module = importlib.import_module(info.module)
         print(textwrap.indent(lesson_text(module), "  ") + "\n")
         fn = lesson_function(info.slug)
-        if os.environ.get(FAIL_SECTION_ENV) == info.slug:
-            _injected_failure()
+        failing, _, how = os.environ.get(FAIL_SECTION_ENV, "").partition(":")
+        if failing == info.slug:
+            _injected_failure(how)
         summary = fn(lesson) or ""
         if plots_dir is not None and lesson.figure is not None:
             from sections import plots as plotting

@@ -224,7 +224,7 @@ def check_checkpoint(lesson: Lesson, job: pathlib.Path) -> None:
                        "a plain single-process run restores the job's checkpoint and trains on from it")
 
 
-@section(18, "multihost", "Past one machine: the same Trainer as one job of two JAX processes", trains=True,
+@section(18, "multihost", "Past one machine: the same Trainer as one job of two JAX processes", trains=True, start_early=True,
          shows="two JAX processes of 4 devices as one job: each reads half of every batch; one 8-device process's loss; one checkpoint")
 def two_processes_one_job(lesson: Lesson) -> str:
     job, reference = lesson.workdir / "job", lesson.workdir / "reference"

@@ -1,6 +1,7 @@
 """Helpers for tests that run the tutorial the way a user does: as a separate process."""
 
 import json
+import os
 import pathlib
 import subprocess
 import sys
@@ -28,12 +29,15 @@ class Run:
 
 @pytest.fixture
 def tutorial(tmp_path):
-    """Runs tutorial.py with the given arguments; adds --json unless told not to."""
+    """Runs tutorial.py with the given arguments; adds --json unless told not to, and
+    --jobs 1 unless the test gives --jobs: pytest-xdist already keeps every core busy, and a
+    few sections in two workers import everything twice."""
 
     def run(*args: str, with_json: bool = True, timeout: float = 900, python: str = sys.executable,
             env: dict | None = None) -> Run:
         json_path = tmp_path / "results.json" if with_json else None
-        cmd = [python, str(ROOT / "tutorial.py"), *args]
+        jobs = [] if "--jobs" in args else ["--jobs", "1"]
+        cmd = [python, str(ROOT / "tutorial.py"), *args, *jobs]
         if json_path:
             cmd += ["--json", str(json_path)]
         proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=env)
@@ -60,3 +64,54 @@ def shadow_module(folder: pathlib.Path, name: str) -> dict:
     import os
 
     return dict(os.environ, PYTHONPATH=str(folder))
+
+
+def processes_mentioning(text: str) -> dict[int, str]:
+    """Live processes whose command line contains `text`: pid -> command line."""
+    found = {}
+    for entry in pathlib.Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            state = next((line for line in (entry / "status").read_text().splitlines() if line.startswith("State:")), "")
+        except OSError:
+            continue  # gone meanwhile
+        if text in cmdline and "zombie" not in state:
+            found[int(entry.name)] = cmdline
+    return found
+
+
+def descendants(pid: int) -> set[int]:
+    """The live processes started, directly or not, by process `pid`."""
+    parents = {}
+    for entry in pathlib.Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue  # gone meanwhile
+    found, frontier = set(), {pid}
+    while frontier:
+        frontier = {child for child, parent in parents.items() if parent in frontier} - found
+        found |= frontier
+    return found
+
+
+def still_running(pids: set[int], grace: float = 10.0) -> set[int]:
+    """Those of `pids` still alive after up to `grace` seconds (zombies count as gone)."""
+    import time
+
+    deadline = time.monotonic() + grace
+    while True:
+        alive = set()
+        for pid in pids:
+            try:
+                state = (pathlib.Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0]
+            except OSError:
+                continue
+            if state != "Z":
+                alive.add(pid)
+        if not alive or time.monotonic() > deadline:
+            return alive
+        time.sleep(0.2)

@@ -68,11 +68,16 @@ def test_bad_selector_is_one_line_exit_2_and_nothing_runs(tutorial, selector, pr
     assert "valid sections: 1 konfig, 2 ref, 3 kontext, 4 ktyping" in lines[0]
 
 
-def test_unknown_flag_gets_argparse_usage_and_exit_2(tutorial):
-    run = tutorial("--frobnicate", with_json=False)
-    assert run.returncode == 2
+@pytest.mark.parametrize("flags, problem", [
+    (["--frobnicate"], "unrecognized arguments: --frobnicate"),
+    (["--jobs", "0"], "argument -j/--jobs: expected a whole number >= 1, got '0'"),
+    (["--jobs", "x"], "argument -j/--jobs: expected a whole number >= 1, got 'x'"),
+])
+def test_a_bad_flag_gets_argparse_usage_and_exit_2(tutorial, flags, problem):
+    run = tutorial(*flags, with_json=False)
+    assert (run.returncode, run.stdout) == (2, "")
     assert run.stderr.startswith("usage: tutorial.py")
-    assert "unrecognized arguments: --frobnicate" in run.stderr
+    assert problem in run.stderr
     assert "Traceback" not in run.stderr
 
 

@@ -1,5 +1,5 @@
-"""Section 18's child processes: the lesson's claims, and that no child ever outlives the run,
-whether the run ends well, a peer dies, or the user presses Ctrl-C."""
+"""Section 18's child processes never outlive the run, whether a peer dies or the user presses
+Ctrl-C (its claims, and a run that ends well, are in test_sections.py)."""
 
 import json
 import os
@@ -9,29 +9,14 @@ import subprocess
 import sys
 import time
 
-from conftest import ROOT
+import pytest
+from conftest import ROOT, descendants, processes_mentioning, still_running
 
 QUIET = dict(os.environ, TQDM_DISABLE="1", TF_CPP_MIN_LOG_LEVEL="3")
 
 
-def processes_mentioning(text: str) -> dict[int, str]:
-    """Live processes whose command line contains `text`: pid -> command line."""
-    found = {}
-    for entry in pathlib.Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            state = next((line for line in (entry / "status").read_text().splitlines() if line.startswith("State:")), "")
-        except OSError:
-            continue  # gone meanwhile
-        if text in cmdline and "zombie" not in state:
-            found[int(entry.name)] = cmdline
-    return found
-
-
-def start(workdir: pathlib.Path, results: pathlib.Path) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, str(ROOT / "tutorial.py"), "multihost", "--workdir", str(workdir),
+def start(workdir: pathlib.Path, results: pathlib.Path, *more: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, str(ROOT / "tutorial.py"), "multihost", *more, "--workdir", str(workdir),
                              "--json", str(results)], cwd=ROOT, env=QUIET, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
 
@@ -46,26 +31,18 @@ def wait_for(condition, timeout: float, what: str):
     raise AssertionError(f"timed out waiting for {what}")
 
 
-def test_the_job_trains_like_one_8_device_process_and_leaves_nothing_running(tutorial, tmp_path):
-    run = tutorial("multihost", "--workdir", str(tmp_path / "wd"))
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    (section,) = run.results["sections"]
-    assert section["status"] == "passed" and all(check["passed"] for check in section["checks"])
-    assert section["facts"]["max_relative_loss_difference"] <= 1e-5
-    assert "dropped" in run.stdout and "gloo connection lines" in run.stdout
-    assert "[Gloo]" not in run.stdout + run.stderr  # the children's noise stays in their logs
-    assert processes_mentioning(str(tmp_path / "wd")) == {}
-
-
-def test_ctrl_c_stops_both_processes_of_the_job(tmp_path):
+@pytest.mark.parametrize("more", [[], ["kontext", "--jobs", "2"]], ids=["in-process", "in-workers"])
+def test_ctrl_c_stops_both_processes_of_the_job(tmp_path, more):
+    """In the tutorial's own process, or in a worker of --jobs: every process goes."""
     workdir, results = tmp_path / "wd", tmp_path / "r.json"
-    proc = start(workdir, results)
+    proc = start(workdir, results, *more)
     wait_for(lambda: len(processes_mentioning(f"{workdir}/18-multihost/job")) >= 2, 300, "the job's two processes")
+    started = descendants(proc.pid)
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, out[-2000:] + err[-2000:]
     assert "Traceback" not in out + err
-    assert processes_mentioning(str(workdir)) == {}
+    assert processes_mentioning(str(workdir)) == {} and still_running(started) == set()
     assert json.loads(results.read_text())["interrupted"] is True
 
 
@@ -74,6 +51,7 @@ def test_a_peer_that_dies_fails_the_section_at_once_in_one_line_and_stops_the_ot
     proc = start(workdir, results)
     peers = wait_for(lambda: {pid: cmd for pid, cmd in processes_mentioning(f"{workdir}/18-multihost/job").items()
                               if "--process_id=1" in cmd}, 300, "process 1 of the job")
+    started = descendants(proc.pid)
     killed_at = time.monotonic()
     for pid in peers:
         os.kill(pid, signal.SIGKILL)
@@ -83,4 +61,4 @@ def test_a_peer_that_dies_fails_the_section_at_once_in_one_line_and_stops_the_ot
     (section,) = json.loads(results.read_text())["sections"]
     assert section["status"] == "failed" and section["error"]["type"] == "LessonFailed"
     assert section["error"]["message"].startswith("process-1 exited -9")
-    assert processes_mentioning(str(workdir)) == {}
+    assert processes_mentioning(str(workdir)) == {} and still_running(started) == set()

@@ -22,11 +22,12 @@ QUIET = dict(os.environ, TQDM_DISABLE="1", TF_CPP_MIN_LOG_LEVEL="3")
 
 # --- Isolation: one failing section does not stop the others ------------------------------
 
-def test_a_failing_section_fails_alone_in_one_line(tutorial):
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_a_failing_section_fails_alone_in_one_line(tutorial, jobs):
     env = dict(os.environ, **{registry.FAIL_SECTION_ENV: "kontext"})
-    run = tutorial("ref", "kontext", "ktyping", env=env)
+    run = tutorial("ref", "kontext", "loss-metric", "--jobs", jobs, env=env)
     assert run.returncode == 1
-    assert run.statuses() == {"ref": "passed", "kontext": "failed", "ktyping": "passed"}
+    assert run.statuses() == {"ref": "passed", "kontext": "failed", "loss-metric": "passed"}
     error = run.section("kontext")["error"]
     assert (error["type"], error["message"]) == ("RuntimeError", f"failure injected by {registry.FAIL_SECTION_ENV}")
     assert error["traceback"].startswith("Traceback (most recent call last)")
@@ -36,42 +37,39 @@ def test_a_failing_section_fails_alone_in_one_line(tutorial):
     assert "1 passed" not in run.stdout and "2 passed, 1 failed, 0 skipped" in run.stdout
 
 
-# --- Concurrent runs -----------------------------------------------------------------------
+# --- Worker processes (--jobs) -------------------------------------------------------------
 
-def test_two_full_runs_at_once_pass_every_section_cleanly_and_share_only_the_cache(tmp_path):
-    """Also the test of the full run itself: every section, in order, with a clean log."""
-    home, tmp, cache = tmp_path / "home", tmp_path / "tmp", tmp_path / "cache"
-    for folder in (home, tmp):
-        folder.mkdir()
-    env = dict(os.environ, HOME=str(home), TMPDIR=str(tmp))  # as a user runs it: no quieting
-    env.pop("XDG_CACHE_HOME", None)
-    procs = [subprocess.Popen([sys.executable, str(ROOT / "tutorial.py"), "--keep", "--cache-dir", str(cache),
-                               "--json", str(tmp_path / f"run{i}.json")],
-                              cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-             for i in (0, 1)]
-    outputs = [p.communicate(timeout=1800)[0] for p in procs]
-    assert [p.returncode for p in procs] == [0, 0], outputs[0][-2000:] + outputs[1][-2000:]
+LIGHT = ["konfig", "ref", "kontext", "loss-metric"]  # none imports TensorFlow
 
-    reports = [json.loads((tmp_path / f"run{i}.json").read_text()) for i in (0, 1)]
-    expected = [info.slug for info in registry.catalog()]
-    expected_fix = os.environ.get("TUTORIAL_EXPECT_ETILS_PRNG")  # set by .ci/run per leg
-    for report, log in zip(reports, outputs):
-        assert [s["slug"] for s in report["sections"]] == expected
-        assert f"{len(expected)} passed, 0 failed, 0 skipped; {report['totals']['checks']} checks in" in log
-        assert all(section["checks"] for section in report["sections"])  # every lesson checks something
-        assert report["totals"]["failed_checks"] == 0
-        assert not [c for s in report["sections"] for c in s["checks"] if not c["passed"]]
-        if expected_fix:
-            assert report["compat"][0]["state"] == expected_fix
-        assert "Traceback" not in log
-        assert "it/s]" not in log  # no tqdm progress bars in a non-interactive log
-        assert "Profile has already been started" not in log
 
-    workdirs = {report["workdir"] for report in reports}
-    assert len(workdirs) == 2
-    assert {str(p) for p in tmp.iterdir()} == workdirs  # nothing else in the temp directory
-    assert list(home.rglob("*")) == []  # nothing in the home directory
-    assert sorted(p.name for p in cache.iterdir()) == ["jax", "matplotlib"]
+def test_jobs_print_each_section_whole_in_order_and_write_the_same_json(tutorial, tmp_path):
+    runs = {jobs: tutorial(*LIGHT, "--jobs", jobs) for jobs in ("1", "2")}
+    for jobs, run in runs.items():
+        assert run.returncode == 0, run.stdout[-2000:]
+        lines = run.stdout.splitlines()
+        headings = [i for i, line in enumerate(lines) if line.endswith("]") and line.split(". ", 1)[0].isdigit()]
+        results = [i for i, line in enumerate(lines) if line.startswith("-> ")]
+        assert [lines[i].rsplit("[", 1)[1].rstrip("]") for i in headings] == LIGHT
+        assert all(h < r < next_h for h, r, next_h in zip(headings, results, headings[1:] + [len(lines)]))
+    one, two = (runs[jobs].results for jobs in ("1", "2"))
+    assert (one["jobs"], two["jobs"]) == (1, 2)
+    assert one.keys() == two.keys()
+    for a, b in zip(one["sections"], two["sections"], strict=True):
+        assert a.keys() == b.keys()
+        assert (a["slug"], a["status"], a["checks"], a["facts"]) == (b["slug"], b["status"], b["checks"], b["facts"])
+    assert "jobs: 2 worker processes" in runs["2"].stdout and "jobs:" not in runs["1"].stdout
+
+
+def test_a_section_that_kills_its_worker_fails_alone_in_one_line(tutorial):
+    env = dict(os.environ, **{registry.FAIL_SECTION_ENV: "kontext:crash"})
+    run = tutorial("ref", "kontext", "loss-metric", "--jobs", "2", env=env)
+    assert run.returncode == 1
+    assert run.statuses() == {"ref": "passed", "kontext": "failed", "loss-metric": "passed"}
+    assert "its worker process died while running it alone" in run.section("kontext")["summary"]
+    assert "SUMMARY" in run.stdout and "Traceback" not in run.stdout + run.stderr
+
+
+# --- Concurrent runs: two full runs at once are test_sections.py's shared runs -------------
 
 
 # --- Bad input -----------------------------------------------------------------------------
@@ -119,7 +117,7 @@ def test_a_healthy_kept_workdir_runs_the_lesson_again(tutorial, tmp_path, kept_c
 
 def test_ctrl_c_prints_the_summary_writes_partial_json_and_exits_130(tmp_path):
     results = tmp_path / "r.json"
-    proc = subprocess.Popen([sys.executable, str(ROOT / "tutorial.py"), "--json", str(results)],
+    proc = subprocess.Popen([sys.executable, str(ROOT / "tutorial.py"), "--jobs", "1", "--json", str(results)],
                             cwd=ROOT, env=QUIET, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     seen = []
     for line in proc.stdout:  # wait until section 6 has started
@@ -156,7 +154,7 @@ def test_ctrl_c_stops_the_run_even_when_library_code_swallows_it(monkeypatch, tm
     monkeypatch.setattr(sys, "unraisablehook", sys.unraisablehook)  # main() replaces it
     previous_handler = signal.getsignal(signal.SIGINT)
     try:
-        status = tutorial.main(["kontext", "ktyping", "--workdir", str(tmp_path / "w"),
+        status = tutorial.main(["kontext", "ktyping", "--jobs", "1", "--workdir", str(tmp_path / "w"),
                                 "--json", str(tmp_path / "r.json")])
     finally:
         signal.signal(signal.SIGINT, previous_handler)

@@ -1,62 +1,134 @@
-"""Each section, run alone through the driver in a fresh process, passes and verifies its facts."""
+"""The whole tutorial, run twice at once as a user runs it (two terminals): every section
+passes in order with a clean log, the two runs share nothing but the cache, and each
+section's verified facts are what the lesson says. One run goes forward in worker
+processes (the default --jobs); the other asks for the sections in reverse order, all in
+its own process (--jobs 1), so every section runs both after and before the others: none
+depends on another having run (or not) before it. The facts are read from the forward
+run's JSON: no section is run again just to read them."""
 
-import pathlib
+import json
+import os
+import subprocess
+import sys
 
 import pytest
-from conftest import assert_png_drawn
+from conftest import ROOT, assert_png_drawn, processes_mentioning
+
+from sections import registry
+
+CATALOG = [info.slug for info in registry.catalog()]
+FIGURES = ["02-ref.png", "06-trainer.png", "07-sweep.png", "09-checkpoint.png", "13-finetune.png", "15-evals.png"]
 
 
-def run_alone(tutorial, slug: str, *options: str) -> dict:
-    """Runs one section in a fresh process; it passes, every check it made passed."""
-    run = tutorial(slug, *options)
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    (result,) = run.results["sections"]
-    assert result["status"] == "passed", result
-    assert result["checks"] and all(check["passed"] for check in result["checks"]), result["checks"]
-    return result["facts"]
+@pytest.fixture(scope="module")
+def two_runs(tmp_path_factory):
+    """Two full runs started together: forward (default --jobs, with --plots, in a given
+    --workdir) and reverse (--jobs 1, in the default temporary workdir, kept). Returns
+    (reports, logs, folders)."""
+    base = tmp_path_factory.mktemp("two-runs")
+    home, tmp, cache = base / "home", base / "tmp", base / "cache"
+    for folder in (home, tmp):
+        folder.mkdir()
+    env = dict(os.environ, HOME=str(home), TMPDIR=str(tmp))  # as a user runs it: no quieting
+    env.pop("XDG_CACHE_HOME", None)
+    common = [sys.executable, str(ROOT / "tutorial.py"), "--cache-dir", str(cache)]
+    commands = [
+        [*common, "--workdir", str(base / "forward"), "--plots", str(base / "plots"), "--json", str(base / "forward.json")],
+        [*common, *reversed(CATALOG), "--jobs", "1", "--keep", "--json", str(base / "reverse.json")],
+    ]
+    procs = [subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+             for command in commands]
+    logs = [proc.communicate(timeout=2400)[0] for proc in procs]
+    assert [proc.returncode for proc in procs] == [0, 0], logs[0][-3000:] + logs[1][-3000:]
+    reports = [json.loads((base / f"{name}.json").read_text()) for name in ("forward", "reverse")]
+    return reports, logs, {"home": home, "tmp": tmp, "cache": cache, "base": base}
 
 
-def run_alone_with_plots(tutorial, slug: str, plots: pathlib.Path) -> dict:
-    """Runs a section with --plots; checks its one figure is a real picture."""
-    facts = run_alone(tutorial, slug, "--plots", str(plots))
-    (figure,) = plots.iterdir()
-    assert figure.name.endswith(f"-{slug}.png")
-    assert_png_drawn(figure)
-    return facts
+@pytest.fixture(scope="module")
+def verified(two_runs):
+    """slug -> the facts the forward run's section verified."""
+    (forward, _), _, _ = two_runs
+    return {section["slug"]: section["facts"] for section in forward["sections"]}
 
 
-def test_konfig_records_the_call_and_rebuilds_an_identical_chain(tutorial):
-    facts = run_alone(tutorial, "konfig")
+def test_two_full_runs_at_once_pass_every_section_cleanly_and_share_only_the_cache(two_runs):
+    reports, logs, folders = two_runs
+    expected_fix = os.environ.get("TUTORIAL_EXPECT_ETILS_PRNG")  # set by .ci/run per leg
+    for report, log, order in zip(reports, logs, (CATALOG, CATALOG[::-1])):
+        assert [s["slug"] for s in report["sections"]] == order
+        assert [s["status"] for s in report["sections"]] == ["passed"] * len(order)
+        assert f"{len(order)} passed, 0 failed, 0 skipped; {report['totals']['checks']} checks in" in log
+        assert all(section["checks"] for section in report["sections"])  # every lesson checks something
+        assert report["totals"]["failed_checks"] == 0
+        assert not [c for s in report["sections"] for c in s["checks"] if not c["passed"]]
+        if expected_fix:
+            assert report["compat"][0]["state"] == expected_fix
+        assert "Traceback" not in log
+        assert "it/s]" not in log  # no tqdm progress bars in a non-interactive log
+        assert "Profile has already been started" not in log
+        assert "[Gloo]" not in log  # section 18's children keep their noise in their own logs
+
+    forward, reverse = reports
+    assert {str(p) for p in folders["tmp"].iterdir()} == {reverse["workdir"]}  # nothing else in the temp directory
+    assert list(folders["home"].rglob("*")) == []  # nothing in the home directory
+    assert sorted(p.name for p in folders["cache"].iterdir()) == ["jax", "matplotlib"]
+    # No process of either run outlives it (section 18 starts three per run).
+    assert processes_mentioning(str(folders["base"])) == {} and processes_mentioning(reverse["workdir"]) == {}
+
+
+def test_each_section_prints_whole_in_order_between_its_heading_and_its_result(two_runs):
+    _, logs, _ = two_runs
+    for log, order in zip(logs, (CATALOG, CATALOG[::-1])):
+        lines = log.splitlines()
+        headings = [i for i, line in enumerate(lines) if line.endswith("]") and line.split(". ", 1)[0].isdigit()]
+        results = [i for i, line in enumerate(lines) if line.startswith("-> ")]
+        assert [lines[i].rsplit("[", 1)[1].rstrip("]") for i in headings] == order
+        assert len(results) == len(headings)
+        # Heading, its lesson, its result line; then the next heading: never interleaved.
+        assert all(h < r < next_h for h, r, next_h in zip(headings, results, headings[1:] + [len(lines)]))
+
+
+def test_plots_are_real_pictures_one_per_section_with_a_figure(two_runs):
+    (forward, _), _, folders = two_runs
+    plots = folders["base"] / "plots"
+    assert sorted(p.name for p in plots.iterdir()) == FIGURES
+    for section in forward["sections"]:
+        figure = f"{section['number']:02d}-{section['slug']}.png"
+        assert section["plots"] == ([str(plots / figure)] if figure in FIGURES else [])
+    for name in FIGURES:
+        assert_png_drawn(plots / name)
+
+
+# --- What each lesson verified (read from the forward run) ------------------------------
+
+def test_konfig_records_the_call_and_rebuilds_an_identical_chain(verified):
+    facts = verified["konfig"]
     assert facts["qualname"] == "optax:adam"
 
 
-def test_ref_schedule_follows_the_run_length_and_reaches_the_optimizer(tutorial):
-    facts = run_alone(tutorial, "ref")
+def test_ref_schedule_follows_the_run_length_and_reaches_the_optimizer(verified):
+    facts = verified["ref"]
     assert facts["lr_at_90pct"]["1000_steps"] == pytest.approx(3.0e-05, rel=0.05)
     assert facts["lr_at_90pct"]["200_steps"] == pytest.approx(9.5e-05, rel=0.05)
     assert facts["literal_lr_at_90pct_of_200"] == pytest.approx(9.8e-04, rel=0.01)
     assert facts["optimizer_lr_after_180_updates"] == pytest.approx(1.049e-04, rel=0.01)  # step 179 of 200
 
 
-def test_kontext_resolves_paths_and_names_the_missing_one(tutorial):
-    facts = run_alone(tutorial, "kontext")
+def test_kontext_resolves_paths_and_names_the_missing_one(verified):
+    facts = verified["kontext"]
     assert "batch.nope" in facts["missing_path_error"]
     assert (facts["mean_gap"], facts["mean_gap_repointed"]) == (0.5, 1.0)
 
 
-def test_ktyping_error_names_argument_shape_and_binding_and_shows_kd_typing_beside_it(tutorial):
-    facts = run_alone(tutorial, "ktyping")
+def test_ktyping_error_names_argument_shape_and_binding_and_shows_kd_typing_beside_it(verified):
+    facts = verified["ktyping"]
     assert facts["error_first_line"].startswith("argument weights")
     assert "(5, 32)" in facts["error_first_line"]
     assert facts["legacy_headline"].startswith('argument "weights"')
 
 
-# The full run, every section in order with a clean log, is tested twice at once in
-# test_reliability.py (two concurrent runs).
-
-
-def test_loss_metric_weights_masks_and_pools(tutorial):
-    facts = run_alone(tutorial, "loss-metric")
+def test_loss_metric_weights_masks_and_pools(verified):
+    facts = verified["loss-metric"]
     losses = facts["losses"]
     assert losses["the same loss, weight=0.5"] == losses["LogCosh(preds, targets)"] * 0.5
     assert losses["LogCosh(preds, targets)"] == pytest.approx(0.574136, abs=1e-6)
@@ -66,16 +138,16 @@ def test_loss_metric_weights_masks_and_pools(tutorial):
     assert facts["mean_of_rates"] == 0.5  # (9/24 + 5/8) / 2
 
 
-def test_trainer_loss_falls_and_inner_norm_is_read(tutorial, tmp_path):
-    facts = run_alone_with_plots(tutorial, "trainer", tmp_path / "plots")
+def test_trainer_loss_falls_and_inner_norm_is_read(verified):
+    facts = verified["trainer"]
     curve = facts["loss_curve"]
     assert curve["1"] == pytest.approx(1.5107, abs=1e-4)
     assert curve["300"] == pytest.approx(0.0049, abs=1e-4)
     assert facts["enc_norm_curve"]["300"] == pytest.approx(5.9958, abs=1e-3)
 
 
-def test_sweep_final_losses(tutorial, tmp_path):
-    facts = run_alone_with_plots(tutorial, "sweep", tmp_path / "plots")
+def test_sweep_final_losses(verified):
+    facts = verified["sweep"]
     assert facts["final_logcosh"] == pytest.approx({
         "(baseline)": 0.0082,
         "model.hidden=4": 0.0178,
@@ -85,15 +157,15 @@ def test_sweep_final_losses(tutorial, tmp_path):
     }, abs=2e-4)
 
 
-def test_guardrails_unseeded_standalone_pipelines_differ(tutorial):
-    facts = run_alone(tutorial, "guardrails")
+def test_guardrails_unseeded_standalone_pipelines_differ(verified):
+    facts = verified["guardrails"]
     first, second = facts["standalone_seeds"]
     assert first != second
     assert "ConfigDict only accept other configurables" in facts["error"]
 
 
-def test_checkpoint_resumes_and_only_pygrain_resumes_exactly(tutorial, tmp_path):
-    facts = run_alone_with_plots(tutorial, "checkpoint", tmp_path / "plots")
+def test_checkpoint_resumes_and_only_pygrain_resumes_exactly(verified):
+    facts = verified["checkpoint"]
     assert facts["checkpoints"] == {"first_run": [0, 100, 200], "after_resume": [100, 200, 300]}
     assert list(facts["eval"]) == ["0", "100", "200", "300"]
     assert facts["eval"]["0"] == pytest.approx({"logcosh": 1.2229, "within_tol": 13 / 128}, abs=1e-4)
@@ -103,8 +175,8 @@ def test_checkpoint_resumes_and_only_pygrain_resumes_exactly(tutorial, tmp_path)
     assert differences["InMemoryPipeline"] == pytest.approx(0.0323, rel=0.05)
 
 
-def test_cli_runs_a_sweep_command_and_config_json_records_it(tutorial):
-    facts = run_alone(tutorial, "cli")
+def test_cli_runs_a_sweep_command_and_config_json_records_it(verified):
+    facts = verified["cli"]
     assert facts["recorded_overrides"]["optimizer"] == {"__qualname__": "optax:sgd", "0": 0.05}
     assert facts["recorded_overrides"]["num_train_steps"] == 50
     assert list(facts["logged_logcosh"]) == ["0", "50"]
@@ -116,15 +188,15 @@ def test_cli_runs_a_sweep_command_and_config_json_records_it(tutorial):
         f"""{prefix} '--cfg.optimizer={{"__qualname__": "optax:sgd", "0": 0.05}}'"""]
 
 
-def test_sharding_splits_the_batch_8_ways_and_matches_one_device(tutorial):
-    facts = run_alone(tutorial, "sharding")
+def test_sharding_splits_the_batch_8_ways_and_matches_one_device(verified):
+    facts = verified["sharding"]
     assert facts["batch_shards"] == {"devices": 8, "shapes": [[4, 16]] * 8}
     assert facts["max_relative_loss_difference"] <= 1e-5
     assert facts["within_tol_step_0"]["8_devices"] == facts["within_tol_step_0"]["pooled"]
 
 
-def test_data_transforms_change_the_element_spec_and_follow_overrides(tutorial):
-    facts = run_alone(tutorial, "data")
+def test_data_transforms_change_the_element_spec_and_follow_overrides(verified):
+    facts = verified["data"]
     assert facts["element_spec"] == {
         "raw": {"id": "i64[8]", "image": "ui8[8 8 8 3]", "label": "i64[8]"},
         "transformed": {"image": "f32[8 192]", "target": "i64[8]"},
@@ -132,40 +204,38 @@ def test_data_transforms_change_the_element_spec_and_follow_overrides(tutorial):
     }
 
 
-def test_finetune_loads_the_encoder_freezes_it_and_beats_scratch(tutorial, tmp_path):
-    facts = run_alone_with_plots(tutorial, "finetune", tmp_path / "plots")
+def test_finetune_loads_the_encoder_freezes_it_and_beats_scratch(verified):
+    facts = verified["finetune"]
     final = facts["final_logcosh"]
     assert final["fine-tuned"] < final["from scratch"] / 5
     assert final["fine-tuned"] == pytest.approx(0.0130, abs=2e-3)
 
 
-def test_randomness_lists_the_context_keys(tutorial):
-    facts = run_alone(tutorial, "randomness")
+def test_randomness_lists_the_context_keys(verified):
+    facts = verified["randomness"]
     assert facts["context_paths"] >= 30  # batch, params, grads, updates, opt_state, interms, states
 
 
-def test_evals_recomputed_from_each_checkpoint(tutorial, tmp_path):
-    facts = run_alone_with_plots(tutorial, "evals", tmp_path / "plots")
+def test_evals_recomputed_from_each_checkpoint(verified):
+    facts = verified["evals"]
     assert list(facts["heldout"]) == ["0", "100", "200"]
     assert facts["heldout"]["0"]["logcosh"] == pytest.approx(1.2229, abs=1e-4)
     assert facts["heldout"]["200"]["logcosh"] == pytest.approx(0.0149, abs=1e-3)
 
 
-def test_export_serves_without_kauldron(tutorial):
-    facts = run_alone(tutorial, "export")
+def test_export_serves_without_kauldron(verified):
+    facts = verified["export"]
     assert facts["served"]["rows"] == 128 and facts["served"]["max_abs_difference"] == 0.0
     assert "expected (b, 16)" in facts["served"]["refused"]
 
 
-def test_nnx_trains_and_matches_linen(tutorial):
-    facts = run_alone(tutorial, "nnx")
+def test_nnx_trains_and_matches_linen(verified):
+    facts = verified["nnx"]
     assert facts["logcosh"]["300"] * 10 <= facts["logcosh"]["0"]
     assert facts["linen_max_difference"] == 0.0
 
 
-def test_sections_5_to_9_pass_in_reverse_order_in_one_process(tutorial):
-    run = tutorial("9", "8", "7", "6", "5")
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    assert [s["slug"] for s in run.results["sections"]] == [
-        "checkpoint", "guardrails", "sweep", "trainer", "loss-metric"]
-    assert run.statuses() == dict.fromkeys(run.statuses(), "passed")
+def test_multihost_trains_like_one_8_device_process_and_keeps_its_childrens_noise_out(verified, two_runs):
+    assert verified["multihost"]["max_relative_loss_difference"] <= 1e-5
+    _, (forward_log, _), _ = two_runs
+    assert "dropped" in forward_log and "gloo connection lines" in forward_log
