@@ -117,6 +117,15 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         help="write the selected sections as a Jupyter notebook to PATH and exit (needs nbformat)",
     )
     parser.add_argument(
+        "--html", metavar="DIR",
+        help="also write the results as a web page per section in DIR (lesson, code, output, "
+        "figure, checks) with an index; it needs no network to read",
+    )
+    parser.add_argument(
+        "--markdown", metavar="DIR",
+        help="also write the results as Markdown pages in DIR (docs/ is one such copy)",
+    )
+    parser.add_argument(
         "--no-compat", action="store_true",
         help="skip the compat fixes (to see what they fix)",
     )
@@ -194,6 +203,17 @@ def plotting_to(target: pathlib.Path | None) -> tuple[pathlib.Path | None, str |
     return target, f"plots: {target} (a PNG for each selected section that has a figure)"
 
 
+def check_site_requirements() -> None:
+    """--html and --markdown render with Jinja2, Markdown and Pygments."""
+    try:
+        import jinja2  # noqa: F401
+        import markdown  # noqa: F401
+        import pygments  # noqa: F401
+    except ImportError as e:
+        raise UsageError(f"--html and --markdown need {e.name}, which is not installed; install it with: "
+                         f"{EXTRAS_INSTALL_COMMAND}") from None
+
+
 def export_notebook(path: str, chosen: list[registry.SectionInfo]) -> None:
     target = pathlib.Path(path)
     if target.is_dir():
@@ -201,7 +221,7 @@ def export_notebook(path: str, chosen: list[registry.SectionInfo]) -> None:
     if not target.parent.is_dir():
         raise UsageError(f"--notebook {path}: no directory {target.parent}")
     try:
-        from sections import notebook
+        from presenting import notebook
     except ImportError as e:
         raise UsageError(f"--notebook needs {e.name}, which is not installed; install it with: "
                          f"{EXTRAS_INSTALL_COMMAND}") from None
@@ -273,12 +293,11 @@ def start_worker(no_compat: bool, cache: pathlib.Path | None, workdir: pathlib.P
         compat.install_all()
 
 
-def run_captured(info: registry.SectionInfo, workdir: pathlib.Path,
-                 plots_dir: pathlib.Path | None) -> tuple[registry.SectionResult, str]:
+def run_captured(info: registry.SectionInfo, workdir: pathlib.Path) -> tuple[registry.SectionResult, str]:
     """One section in a worker: its result, and what it printed, for the driver to print in order."""
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
-        result = registry.run(info, workdir, plots_dir)
+        result = registry.run(info, workdir)
     return result, printed.getvalue()
 
 
@@ -303,19 +322,19 @@ def section_banner(info: registry.SectionInfo) -> str:
     return f"\n{RULE}\n{info.number}. {info.title}  [{info.slug}]\n{RULE}"
 
 
-def run_in_this_process(chosen, section_dir, plots_dir, results, running) -> None:
+def run_in_this_process(chosen, section_dir, finish, results, running) -> None:
     for info in chosen:
         running.add(info.slug)
         print(section_banner(info))
-        result = registry.run(info, section_dir(info), plots_dir)
+        result = registry.run(info, section_dir(info))
         if CtrlC.pressed:  # the interrupt was swallowed inside the section: don't trust it
             raise KeyboardInterrupt
         running.discard(info.slug)
+        finish(result)
         results.append(result)
-        print_result(result)
 
 
-def run_in_workers(jobs, worker_setup, chosen, section_dir, plots_dir, results, running) -> None:
+def run_in_workers(jobs, worker_setup, chosen, section_dir, finish, results, running) -> None:
     """Runs the sections in `jobs` worker processes and prints each section whole as soon as
     it and the ones before it are done. A worker runs one section after another, as this
     process does with --jobs 1, so it pays the imports once. Those marked `start_early` go
@@ -326,13 +345,13 @@ def run_in_workers(jobs, worker_setup, chosen, section_dir, plots_dir, results, 
     sections not yet done then run again one by one, each in a worker of its own, so that
     only the one that kills its worker fails."""
     start_order = sorted(chosen, key=lambda info: not info.start_early)  # stable: else in order
-    left = run_in_pool(min(jobs, len(chosen)), worker_setup, start_order, chosen, section_dir, plots_dir,
+    left = run_in_pool(min(jobs, len(chosen)), worker_setup, start_order, chosen, section_dir, finish,
                        results, running)
     for info in left:
-        run_in_pool(1, worker_setup, [info], [info], section_dir, plots_dir, results, running, alone=True)
+        run_in_pool(1, worker_setup, [info], [info], section_dir, finish, results, running, alone=True)
 
 
-def run_in_pool(workers, worker_setup, start_order, print_order, section_dir, plots_dir, results, running,
+def run_in_pool(workers, worker_setup, start_order, print_order, section_dir, finish, results, running,
                 alone=False) -> list:
     """Runs sections in a pool; prints and records each in `print_order`. Returns the
     sections left undone when a worker died (none when `alone`: that section failed)."""
@@ -343,7 +362,7 @@ def run_in_pool(workers, worker_setup, start_order, print_order, section_dir, pl
     futures = {}
     try:
         for info in start_order:
-            futures[info.slug] = pool.submit(run_captured, info, section_dir(info), plots_dir)
+            futures[info.slug] = pool.submit(run_captured, info, section_dir(info))
         for index, info in enumerate(print_order):
             try:
                 result, printed = futures[info.slug].result()
@@ -353,8 +372,8 @@ def run_in_pool(workers, worker_setup, start_order, print_order, section_dir, pl
                 result, printed = worker_died(info, e), ""
             print(section_banner(info))
             print(printed, end="")
+            finish(result)
             results.append(result)
-            print_result(result)
         return []
     except BaseException:
         # "Running" includes the next in line: the pool hands it on before a worker is free.
@@ -460,7 +479,13 @@ def main(argv: list[str]) -> int:
                 write_json(json_path, {**described, "interrupted": False, "sections": [], "totals": {}})
             return EXIT_OK
         cache = prepare_cache(args.cache_dir, args.no_cache)
+        sites = {kind: writable_dir(f"--{kind}", path) for kind, path in
+                 (("html", args.html), ("markdown", args.markdown)) if path}
+        if sites:
+            check_site_requirements()
         plots_dir = writable_dir("--plots", args.plots) if args.plots else None
+        if plots_dir is None and sites:  # the pages show the figures: draw them beside the pages
+            plots_dir = next(iter(sites.values())) / "figures"
         workdir, remove_workdir = prepare_workdir(args.workdir, args.keep)
     except (UsageError, registry.SelectionError) as e:
         print(f"tutorial.py: {e}", file=sys.stderr)
@@ -484,11 +509,21 @@ def main(argv: list[str]) -> int:
         def section_dir(info: registry.SectionInfo) -> pathlib.Path:
             return workdir / f"{info.number:02d}-{info.slug}"
 
+        def finish(result: registry.SectionResult) -> None:
+            """Draws the section's figure, if asked, and prints its result line."""
+            if plots_dir is not None and result.figure is not None:
+                from presenting import plots
+
+                path = plots_dir / f"{result.number:02d}-{result.slug}.png"
+                plots.draw(*result.figure, path)
+                result.plots.append(str(path))
+            print_result(result)
+
         if jobs == 1:
-            run_in_this_process(chosen, section_dir, plots_dir, results, running)
+            run_in_this_process(chosen, section_dir, finish, results, running)
         else:
             worker_setup = (args.no_compat, cache, workdir)
-            run_in_workers(jobs, worker_setup, chosen, section_dir, plots_dir, results, running)
+            run_in_workers(jobs, worker_setup, chosen, section_dir, finish, results, running)
     except KeyboardInterrupt:
         report["interrupted"] = True
         print("\ninterrupted")
@@ -511,6 +546,12 @@ def main(argv: list[str]) -> int:
         if json_path:
             write_json(json_path, report)
             print(f"results: {json_path}")
+        for kind, site in sites.items():
+            from presenting import site as pages
+
+            files = {info.slug: pages.section_file(info.module) for info in chosen}
+            written = pages.write(report, files, site, kind)
+            print(f"{kind}: {written[0]} and {len(written) - 1} section pages")
         if remove_workdir:
             shutil.rmtree(workdir, ignore_errors=True)
         else:

@@ -13,12 +13,15 @@ and returns a one-line summary built from the values it measured.
 from __future__ import annotations
 
 import ast
+import contextlib
 import dataclasses
 import importlib
 import inspect
+import io
 import os
 import pathlib
 import signal
+import sys
 import textwrap
 import time
 import traceback
@@ -67,9 +70,14 @@ class SectionResult:
     # "expected" (a LessonFailed) means the message says it all.
     error: dict[str, str] | None = None
     plots: list[str] = dataclasses.field(default_factory=list)  # PNG files written
+    printed: str = ""  # what the lesson printed after its text
+    # The lesson's figure, (title, panels), for whoever draws it; not part of the JSON.
+    figure: tuple[str, list] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        found = dataclasses.asdict(self)
+        del found["figure"]
+        return found
 
     @property
     def failed_checks(self) -> int:
@@ -227,30 +235,23 @@ def plotting_available() -> bool:
     return True
 
 
-def run(info: SectionInfo, workdir: pathlib.Path, plots_dir: pathlib.Path | None = None) -> SectionResult:
-    """Imports the section's module, runs its lesson in `workdir`, and records the outcome.
-    With `plots_dir`, the lesson's figure, if it has one, is drawn there as NN-slug.png.
+def run(info: SectionInfo, workdir: pathlib.Path) -> SectionResult:
+    """Imports the section's module, prints its text, runs its lesson in `workdir`, and
+    records the outcome, with what the lesson printed (shown as it comes, too) and the
+    data of its figure, if any.
 
     KeyboardInterrupt is not caught: the driver handles it for the whole run.
     """
     start = time.perf_counter()
     lesson = Lesson(workdir)
-    status, summary, error, plots = "passed", "", None, []
+    status, summary, error = "passed", "", None
+    printed = io.StringIO()
     try:
-        workdir.mkdir(parents=True, exist_ok=True)
+        lesson.workdir.mkdir(parents=True, exist_ok=True)
         module = importlib.import_module(info.module)
         print(textwrap.indent(lesson_text(module), "  ") + "\n")
-        fn = lesson_function(info.slug)
-        failing, _, how = os.environ.get(FAIL_SECTION_ENV, "").partition(":")
-        if failing == info.slug:
-            _injected_failure(how)
-        summary = fn(lesson) or ""
-        if plots_dir is not None and lesson.figure is not None:
-            from sections import plots as plotting
-
-            path = plots_dir / f"{info.number:02d}-{info.slug}.png"
-            plotting.draw(*lesson.figure, path)
-            plots.append(str(path))
+        with contextlib.redirect_stdout(_Both(sys.stdout, printed)):
+            summary = _teach(info, lesson)
     except SkipSection as e:
         status, summary = "skipped", str(e)
     except Exception as e:  # noqa: BLE001 - one section's failure never stops the run
@@ -270,8 +271,32 @@ def run(info: SectionInfo, workdir: pathlib.Path, plots_dir: pathlib.Path | None
         facts=lesson.facts,
         checks=lesson.checks,
         error=error,
-        plots=plots,
+        printed=printed.getvalue(),
+        figure=lesson.figure,
     )
+
+
+class _Both(io.TextIOBase):
+    """Writes to two streams: the lesson's output is shown as it comes and also recorded."""
+
+    def __init__(self, shown, recorded):
+        self.shown, self.recorded = shown, recorded
+
+    def write(self, text: str) -> int:
+        self.recorded.write(text)
+        return self.shown.write(text)
+
+    def flush(self) -> None:
+        self.shown.flush()
+
+
+def _teach(info: SectionInfo, lesson: Lesson) -> str:
+    """Runs the lesson (its module imported); returns its summary."""
+    fn = lesson_function(info.slug)
+    failing, _, how = os.environ.get(FAIL_SECTION_ENV, "").partition(":")
+    if failing == info.slug:
+        _injected_failure(how)
+    return fn(lesson) or ""
 
 
 def missing_requirements() -> list[str]:

@@ -1,5 +1,6 @@
 """Helpers for tests that run the tutorial the way a user does: as a separate process."""
 
+import contextlib
 import json
 import os
 import pathlib
@@ -115,3 +116,32 @@ def still_running(pids: set[int], grace: float = 10.0) -> set[int]:
         if not alive or time.monotonic() > deadline:
             return alive
         time.sleep(0.2)
+
+
+# Debian's packages (apt-get install chromium chromium-driver), as .ci/run installs them.
+CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
+
+
+@contextlib.contextmanager
+def headless_chromium():
+    """A Selenium driver for headless Chromium, or the test is skipped, saying what is missing."""
+    missing = [path for path in (CHROMIUM, CHROMEDRIVER) if not os.path.exists(path)]
+    if missing:
+        pytest.skip(f"no browser: {', '.join(missing)} not installed (apt-get install chromium chromium-driver)")
+    try:
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+    except ImportError:
+        pytest.skip("no selenium: pip install -r requirements-test.txt")
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--window-size=1200,900"):
+        options.add_argument(argument)  # --no-sandbox: CI runs as root
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    os.environ.setdefault("SE_OFFLINE", "true")  # Selenium must not download a driver
+    driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+

@@ -110,11 +110,12 @@ def test_json_schema(tutorial):
     r = run.results
     assert {"versions", "compat", "interrupted", "sections", "totals"} <= set(r)
     assert {"python", "kauldron", "jax", "jaxlib", "flax", "optax", "etils", "numpy"} <= set(r["versions"])
-    assert r["interrupted"] is False
+    assert r["interrupted"] is False and r["jobs"] == 1
     assert [set(fix) >= {"name", "applied", "reason"} for fix in r["compat"]] == [True]
     for s in r["sections"]:
-        assert set(s) >= {"number", "slug", "title", "status", "seconds", "summary", "facts", "checks", "error"}
-        assert s["status"] == "passed" and s["error"] is None and s["facts"]
+        assert set(s) >= {"number", "slug", "title", "status", "seconds", "summary", "facts", "checks", "error",
+                          "plots", "printed"}
+        assert s["status"] == "passed" and s["error"] is None and s["facts"] and s["printed"]
         assert s["checks"] and all(set(c) <= {"claim", "passed", "internal"} and c["passed"] for c in s["checks"])
     assert r["totals"]["passed"] == 2
     assert r["totals"]["failed"] == r["totals"]["skipped"] == r["totals"]["failed_checks"] == 0

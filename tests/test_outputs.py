@@ -1,11 +1,14 @@
-"""What --notebook and --plots give a user: a notebook that runs headless from anywhere (the
-figures of a full run are checked in test_sections.py). Both are optional extras: without
-them, one line says how to install them."""
+"""What --notebook, --html and --markdown give a user: a notebook that runs headless from
+anywhere, and pages that show a failed section as failed (a full run's figures and site,
+in a browser, are checked in test_sections.py). Without the optional libraries they need,
+one line says how to install them."""
 
+import os
 import re
 
 import nbclient
 import nbformat
+import pytest
 from conftest import shadow_module
 
 from sections import registry
@@ -69,3 +72,25 @@ def test_without_matplotlib_plots_say_how_to_install_it_and_nothing_else_changes
     assert "Traceback" not in run.stdout + run.stderr
     assert run.statuses() == {"ref": "passed"} and run.section("ref")["plots"] == []
     assert list(plots.iterdir()) == []
+
+
+def test_a_failed_section_is_shown_failed_on_its_page_with_its_error(tutorial, tmp_path):
+    env = dict(os.environ, **{registry.FAIL_SECTION_ENV: "kontext"})
+    run = tutorial("kontext", "konfig", "--html", str(tmp_path / "site"), "--markdown", str(tmp_path / "md"), env=env)
+    assert run.returncode == 1
+    assert "html: " in run.stdout and "markdown: " in run.stdout
+    page = (tmp_path / "site" / "03-kontext.html").read_text()
+    assert '<p class="failed">failed in' in page and "RuntimeError: failure injected by" in page
+    index = (tmp_path / "site" / "index.html").read_text()
+    assert '<td class="failed">failed</td>' in index and '<td class="passed">passed</td>' in index
+    markdown = (tmp_path / "md" / "03-kontext.md").read_text()
+    assert "**failed**" in markdown and "RuntimeError: failure injected by" in markdown
+
+
+@pytest.mark.parametrize("missing", ["jinja2", "markdown", "pygments"])
+def test_without_the_site_libraries_html_says_how_to_install_them(tutorial, tmp_path, missing):
+    run = tutorial("kontext", "--html", str(tmp_path / "site"), with_json=False,
+                   env=shadow_module(tmp_path / "shadow", missing))
+    assert (run.returncode, run.stdout) == (2, "")
+    assert run.stderr.count("\n") == 1 and missing in run.stderr and "requirements-extras.txt" in run.stderr
+

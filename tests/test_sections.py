@@ -6,13 +6,15 @@ its own process (--jobs 1), so every section runs both after and before the othe
 depends on another having run (or not) before it. The facts are read from the forward
 run's JSON: no section is run again just to read them."""
 
+import io
 import json
 import os
+import re
 import subprocess
 import sys
 
 import pytest
-from conftest import ROOT, assert_png_drawn, processes_mentioning
+from conftest import ROOT, assert_png_drawn, headless_chromium, processes_mentioning
 
 from sections import registry
 
@@ -22,8 +24,8 @@ FIGURES = ["02-ref.png", "06-trainer.png", "07-sweep.png", "09-checkpoint.png", 
 
 @pytest.fixture(scope="module")
 def two_runs(tmp_path_factory):
-    """Two full runs started together: forward (default --jobs, with --plots, in a given
-    --workdir) and reverse (--jobs 1, in the default temporary workdir, kept). Returns
+    """Two full runs started together: forward (default --jobs, with --plots and --html, in
+    a given --workdir) and reverse (--jobs 1, in the default temporary workdir, kept). Returns
     (reports, logs, folders)."""
     base = tmp_path_factory.mktemp("two-runs")
     home, tmp, cache = base / "home", base / "tmp", base / "cache"
@@ -33,7 +35,8 @@ def two_runs(tmp_path_factory):
     env.pop("XDG_CACHE_HOME", None)
     common = [sys.executable, str(ROOT / "tutorial.py"), "--cache-dir", str(cache)]
     commands = [
-        [*common, "--workdir", str(base / "forward"), "--plots", str(base / "plots"), "--json", str(base / "forward.json")],
+        [*common, "--workdir", str(base / "forward"), "--plots", str(base / "plots"), "--html", str(base / "site"),
+         "--json", str(base / "forward.json")],
         [*common, *reversed(CATALOG), "--jobs", "1", "--keep", "--json", str(base / "reverse.json")],
     ]
     procs = [subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -97,6 +100,34 @@ def test_plots_are_real_pictures_one_per_section_with_a_figure(two_runs):
         assert section["plots"] == ([str(plots / figure)] if figure in FIGURES else [])
     for name in FIGURES:
         assert_png_drawn(plots / name)
+
+
+def test_the_site_reads_in_a_real_browser_with_every_section_figure_and_check(two_runs):
+    """--html's pages in headless Chromium: every heading, every figure loaded, no console
+    error, as many checks listed as the JSON has, and an index that is not blank."""
+    (forward, _), _, folders = two_runs
+    site = folders["base"] / "site"
+    pages = {section["slug"]: site / f"{section['number']:02d}-{section['slug']}.html" for section in forward["sections"]}
+    for page in [site / "index.html", *pages.values()]:  # nothing to fetch from the network
+        assert not re.search(r"""(src|href)=["']?(https?:)?//""", page.read_text()), page
+    with headless_chromium() as browser:
+        browser.get((site / "index.html").as_uri())
+        listed = browser.execute_script("return [...document.querySelectorAll('table.sections a')].map(a => a.textContent)")
+        assert listed == [section["title"] for section in forward["sections"]]
+        from PIL import Image
+
+        colours = Image.open(io.BytesIO(browser.get_screenshot_as_png())).convert("RGB").getcolors(maxcolors=1 << 24)
+        assert len(colours) > 20, "the index looks blank"
+        assert [entry for entry in browser.get_log("browser") if entry["level"] == "SEVERE"] == []
+        for section in forward["sections"]:
+            browser.get(pages[section["slug"]].as_uri())
+            heading = browser.execute_script("return document.querySelector('h1').textContent")
+            assert heading == f"{section['number']}. {section['title']}"
+            images = browser.execute_script("return [...document.images].map(i => [i.complete, i.naturalWidth])")
+            assert len(images) == len(section["plots"]) and all(done and width > 0 for done, width in images)
+            checks = browser.execute_script("return document.querySelectorAll('li.check').length")
+            assert checks == len(section["checks"]), section["slug"]
+            assert [entry for entry in browser.get_log("browser") if entry["level"] == "SEVERE"] == [], section["slug"]
 
 
 # --- What each lesson verified (read from the forward run) ------------------------------

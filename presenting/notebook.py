@@ -9,17 +9,14 @@ repository is; the setup cell says where it expects it.
 
 from __future__ import annotations
 
-import ast
-import inspect
 import json
 import pathlib
 
 import nbformat
 from nbformat import v4
 
+from presenting.source import ROOT, lesson_prose, section_code, section_file
 from sections import registry
-
-ROOT = registry.SECTIONS_DIR.parent
 
 INTRO = """# Kauldron, section by section
 
@@ -59,28 +56,8 @@ summary = registry.lesson_function({slug})(lesson)  # a failed check raises here
 print(f"-> passed ({{len(lesson.checks)}} checks): {{summary}}")'''
 
 
-def section_code(path: pathlib.Path) -> str:
-    """A section module's code as a cell: without its docstring (the markdown cell shows
-    it) and without an `if __name__ == "__main__":` block (in a notebook that is true)."""
-    source = path.read_text()
-    tree = ast.parse(source)
-    lines = source.splitlines()
-    drop: set[int] = set()
-    for node in tree.body:
-        is_docstring = (node is tree.body[0] and isinstance(node, ast.Expr)
-                        and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str))
-        is_main_block = (isinstance(node, ast.If) and isinstance(node.test, ast.Compare)
-                         and getattr(node.test.left, "id", None) == "__name__")
-        if is_docstring or is_main_block:
-            drop.update(range(node.lineno - 1, node.end_lineno))
-    kept = [line for number, line in enumerate(lines) if number not in drop]
-    return "\n".join(kept).strip("\n")
-
-
 def lesson_markdown(info: registry.SectionInfo, path: pathlib.Path) -> str:
-    doc = inspect.cleandoc(ast.get_docstring(ast.parse(path.read_text()), clean=False) or "")
-    body = doc.split("\n\n", 1)[1] if "\n\n" in doc else ""
-    return f"## {info.number}. {info.title}\n\n{body}".rstrip()
+    return f"## {info.number}. {info.title}\n\n{lesson_prose(path)}".rstrip()
 
 
 def build(infos: list[registry.SectionInfo]) -> nbformat.NotebookNode:
@@ -90,7 +67,7 @@ def build(infos: list[registry.SectionInfo]) -> nbformat.NotebookNode:
     nb.cells.append(v4.new_markdown_cell(INTRO.format(root=ROOT)))
     nb.cells.append(v4.new_code_cell(SETUP.format(root=json.dumps(str(ROOT)))))
     for info in infos:
-        path = ROOT / (info.module.replace(".", "/") + ".py")
+        path = section_file(info.module)
         nb.cells.append(v4.new_markdown_cell(lesson_markdown(info, path)))
         nb.cells.append(v4.new_code_cell(section_code(path)))
         nb.cells.append(v4.new_code_cell(RUN.format(workdir=json.dumps(f"{info.number:02d}-{info.slug}"), slug=json.dumps(info.slug))))

@@ -1,0 +1,38 @@
+"""docs/ is the tutorial rendered from a real full run (`--markdown docs`, on the Python 3.12
+pins), for reading without installing anything. Each page records the hash of the section
+file it came from: a section changed since is a stale page."""
+
+import re
+
+from conftest import ROOT
+
+from presenting import site
+from presenting.source import section_file
+from sections import registry
+
+DOCS = ROOT / "docs"
+REGENERATE = ".venv-py312/bin/python tutorial.py --markdown docs (README.md: Read it without installing)"
+
+
+def test_every_section_has_a_page_rendered_from_its_current_source():
+    stale = []
+    for info in registry.catalog():
+        page = DOCS / f"{info.number:02d}-{info.slug}.md"
+        recorded = re.match(r"<!-- source: (\S+) sha256 ([0-9a-f]{64}) -->", page.read_text()) if page.exists() else None
+        if recorded is None or recorded[2] != site.source_hash(section_file(info.module)):
+            stale.append(page.name)
+    assert not stale, f"docs/ is stale for {', '.join(stale)}: regenerate it with {REGENERATE}"
+
+
+def test_the_index_lists_every_section_passed_on_the_python_3_12_pins():
+    index = (DOCS / "index.md").read_text()
+    for info in registry.catalog():
+        assert f"| {info.number} | [{info.title}]({info.number:02d}-{info.slug}.md) | passed |" in index
+    assert re.search(r"^\| python \| 3\.12\.", index, re.MULTILINE)
+    assert re.search(r"^\| kauldron \| 1\.4\.4 \|", index, re.MULTILINE)
+
+
+def test_every_figure_a_page_shows_is_there():
+    for page in DOCS.glob("*.md"):
+        for figure in re.findall(r"!\[[^\]]*\]\(([^)]+)\)", page.read_text()):
+            assert (DOCS / figure).is_file(), f"{page.name} shows {figure}, which is missing"
