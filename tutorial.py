@@ -507,14 +507,14 @@ def main(argv: list[str]) -> int:
             print(plots_line)
 
         def section_dir(info: registry.SectionInfo) -> pathlib.Path:
-            return workdir / f"{info.number:02d}-{info.slug}"
+            return workdir / registry.file_stem(info.number, info.slug)
 
         def finish(result: registry.SectionResult) -> None:
             """Draws the section's figure, if asked, and prints its result line."""
             if plots_dir is not None and result.figure is not None:
                 from presenting import plots
 
-                path = plots_dir / f"{result.number:02d}-{result.slug}.png"
+                path = plots_dir / f"{registry.file_stem(result.number, result.slug)}.png"
                 plots.draw(*result.figure, path)
                 result.plots.append(str(path))
             print_result(result)
@@ -548,8 +548,9 @@ def main(argv: list[str]) -> int:
             print(f"results: {json_path}")
         for kind, site in sites.items():
             from presenting import site as pages
+            from presenting import source
 
-            files = {info.slug: pages.section_file(info.module) for info in chosen}
+            files = {info.slug: source.section_file(info.module) for info in chosen}
             written = pages.write(report, files, site, kind)
             print(f"{kind}: {written[0]} and {len(written) - 1} section pages")
         if remove_workdir:

@@ -25,6 +25,7 @@ noisy.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import pathlib
@@ -34,6 +35,8 @@ import sys
 import tempfile
 import threading
 import time
+
+import psutil
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 # Relative to the directory you run from, as in the project's layout (main/ beside shared/).
@@ -46,25 +49,16 @@ TARGETS = {"suite-warm": (1.0, None), "guide-scope": (0.6, None), "kontext": (0.
 
 def tree_memory_mb(root: int) -> float:
     """The memory of process `root` and all its descendants now: summed PSS, in MB."""
-    parents = {}
-    for entry in pathlib.Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-    tree, frontier = {root}, {root}
-    while frontier:
-        frontier = {pid for pid, parent in parents.items() if parent in frontier} - tree
-        tree |= frontier
-    total_kb = 0
-    for pid in tree:
-        try:
-            rollup = pathlib.Path(f"/proc/{pid}/smaps_rollup").read_text()
-        except OSError:
-            continue
-        total_kb += next((int(line.split()[1]) for line in rollup.splitlines() if line.startswith("Pss:")), 0)
-    return total_kb / 1024
+    try:
+        top = psutil.Process(root)
+        tree = [top, *top.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return 0.0
+    total = 0
+    for proc in tree:
+        with contextlib.suppress(psutil.Error):  # gone meanwhile
+            total += proc.memory_full_info().pss
+    return total / 2**20
 
 
 class PeakMemory(threading.Thread):

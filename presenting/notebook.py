@@ -70,7 +70,7 @@ def build(infos: list[registry.SectionInfo]) -> nbformat.NotebookNode:
         path = section_file(info.module)
         nb.cells.append(v4.new_markdown_cell(lesson_markdown(info, path)))
         nb.cells.append(v4.new_code_cell(section_code(path)))
-        nb.cells.append(v4.new_code_cell(RUN.format(workdir=json.dumps(f"{info.number:02d}-{info.slug}"), slug=json.dumps(info.slug))))
+        nb.cells.append(v4.new_code_cell(RUN.format(workdir=json.dumps(registry.file_stem(info.number, info.slug)), slug=json.dumps(info.slug))))
     nbformat.validate(nb)
     return nb
 

@@ -21,7 +21,8 @@ import pygments
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import PythonLexer
 
-from presenting.source import lesson_prose, section_code, section_file  # noqa: F401 - section_file for the driver
+from presenting.source import lesson_prose, section_code
+from sections.registry import file_stem
 
 FIGURES = "figures"  # the pages' figures, in this subdirectory of the site
 
@@ -32,7 +33,7 @@ def source_hash(path: pathlib.Path) -> str:
 
 
 def page_name(section: dict, suffix: str) -> str:
-    return f"{section['number']:02d}-{section['slug']}{suffix}"
+    return file_stem(section["number"], section["slug"]) + suffix
 
 
 def pages(report: dict, files: dict[str, pathlib.Path]) -> list[dict]:

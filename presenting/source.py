@@ -4,8 +4,9 @@ its lesson, the module docstring, and its code."""
 from __future__ import annotations
 
 import ast
-import inspect
 import pathlib
+
+from sections import registry
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -17,8 +18,7 @@ def section_file(module: str) -> pathlib.Path:
 
 def lesson_prose(path: pathlib.Path) -> str:
     """The module docstring without its first line (the title, which is shown above it)."""
-    doc = inspect.cleandoc(ast.get_docstring(ast.parse(path.read_text()), clean=False) or "")
-    return doc.split("\n\n", 1)[1] if "\n\n" in doc else ""
+    return registry.without_title(ast.get_docstring(ast.parse(path.read_text()), clean=False) or "")
 
 
 def section_code(path: pathlib.Path) -> str:

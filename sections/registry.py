@@ -220,9 +220,19 @@ def default_cache() -> pathlib.Path:
     return runtime.default_cache()
 
 
+def file_stem(number: int, slug: str) -> str:
+    """How a section's files are named: its workdir, its figure, its page (`03-kontext`)."""
+    return f"{number:02d}-{slug}"
+
+
 def lesson_text(module) -> str:
     """A section module's docstring without its first line (the title, printed above it)."""
-    doc = inspect.cleandoc(module.__doc__ or "")
+    return without_title(module.__doc__ or "")
+
+
+def without_title(docstring: str) -> str:
+    """A docstring, cleaned, without its first paragraph (the section's title)."""
+    doc = inspect.cleandoc(docstring)
     return doc.split("\n\n", 1)[1] if "\n\n" in doc else ""
 
 

@@ -6,7 +6,9 @@ import os
 import pathlib
 import subprocess
 import sys
+import time
 
+import psutil
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -67,54 +69,39 @@ def shadow_module(folder: pathlib.Path, name: str) -> dict:
     return dict(os.environ, PYTHONPATH=str(folder))
 
 
+def alive(proc: psutil.Process) -> bool:
+    """Running, and not a zombie waiting for its parent to collect it."""
+    try:
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
 def processes_mentioning(text: str) -> dict[int, str]:
     """Live processes whose command line contains `text`: pid -> command line."""
     found = {}
-    for entry in pathlib.Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            state = next((line for line in (entry / "status").read_text().splitlines() if line.startswith("State:")), "")
-        except OSError:
-            continue  # gone meanwhile
-        if text in cmdline and "zombie" not in state:
-            found[int(entry.name)] = cmdline
+    for proc in psutil.process_iter(["cmdline"]):
+        cmdline = " ".join(proc.info["cmdline"] or [])
+        if proc.pid != os.getpid() and text in cmdline and alive(proc):
+            found[proc.pid] = cmdline
     return found
 
 
-def descendants(pid: int) -> set[int]:
+def descendants(pid: int) -> list[psutil.Process]:
     """The live processes started, directly or not, by process `pid`."""
-    parents = {}
-    for entry in pathlib.Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue  # gone meanwhile
-    found, frontier = set(), {pid}
-    while frontier:
-        frontier = {child for child, parent in parents.items() if parent in frontier} - found
-        found |= frontier
-    return found
+    try:
+        return psutil.Process(pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
 
 
-def still_running(pids: set[int], grace: float = 10.0) -> set[int]:
-    """Those of `pids` still alive after up to `grace` seconds (zombies count as gone)."""
-    import time
-
+def still_running(procs: list[psutil.Process], grace: float = 10.0) -> set[int]:
+    """The pids of those of `procs` still alive after up to `grace` seconds."""
     deadline = time.monotonic() + grace
     while True:
-        alive = set()
-        for pid in pids:
-            try:
-                state = (pathlib.Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0]
-            except OSError:
-                continue
-            if state != "Z":
-                alive.add(pid)
-        if not alive or time.monotonic() > deadline:
-            return alive
+        running = {proc.pid for proc in procs if alive(proc)}
+        if not running or time.monotonic() > deadline:
+            return running
         time.sleep(0.2)
 
 
