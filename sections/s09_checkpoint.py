@@ -29,7 +29,8 @@ from kauldron import konfig
 from configs import regression
 from sections.lesson import Lesson, LessonFailed, Panel
 from sections.registry import section
-from sections.shared import BATCH_SIZE, WithinTol, event_files, make_data, read_scalars, run_child
+from sections.children import run_child
+from sections.shared import BATCH_SIZE, WithinTol, event_files, make_data, read_scalars
 
 EVERY, FIRST_STEPS, SECOND_STEPS = 100, 200, 300
 EVAL_BATCH = 48  # 128 eval rows -> batches of 48, 48 and 32 (the last one dropped by default)

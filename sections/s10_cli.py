@@ -22,7 +22,8 @@ import compat
 from configs import regression
 from sections.lesson import Lesson
 from sections.registry import section
-from sections.shared import event_files, read_scalars, run_child
+from sections.children import run_child
+from sections.shared import event_files, read_scalars
 
 STEPS = 50
 

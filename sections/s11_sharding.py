@@ -33,7 +33,8 @@ import compat
 from configs import regression
 from sections.lesson import Lesson
 from sections.registry import section
-from sections.shared import BATCH_SIZE, FEATURES, WithinTol, event_files, read_scalars, run_child
+from sections.children import run_child
+from sections.shared import BATCH_SIZE, FEATURES, WithinTol, event_files, read_scalars
 
 DEVICES, STEPS = 8, 100
 # Summing a batch in 8 parts reorders float32 additions; measured up to 3.6e-6 relative.

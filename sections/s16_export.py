@@ -21,7 +21,8 @@ from kauldron import kd, konfig
 from configs import regression
 from sections.lesson import Lesson
 from sections.registry import section
-from sections.shared import FEATURES, make_data, run_child
+from sections.children import run_child
+from sections.shared import FEATURES, make_data
 
 STEPS = 200
 

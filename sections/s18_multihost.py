@@ -22,10 +22,8 @@ environment (not checked here). The workdir must be one path every host can writ
 Orbax writes each checkpoint once, with every process writing its own arrays.
 """
 
-import contextlib
 import dataclasses
 import json
-import os
 import pathlib
 import re
 import signal
@@ -40,9 +38,10 @@ from kauldron import kd, konfig
 
 import compat
 from configs import multihost
+from sections.children import children
 from sections.lesson import Lesson, LessonFailed
 from sections.registry import section
-from sections.shared import BATCH_SIZE, ROOT, WithinTol, event_files, read_scalars
+from sections.shared import BATCH_SIZE, WithinTol, event_files, read_scalars
 
 PROCESSES, DEVICES_PER_PROCESS, STEPS = 2, 4, 100
 LOSS_RTOL = 1e-5  # as in section 11: 8 partial sums added in another order
@@ -76,26 +75,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-@contextlib.contextmanager
-def children(commands: dict[str, tuple[list[str], dict[str, str]]], logdir: pathlib.Path):
-    """Starts the commands (name -> (argv, extra environment)), each logging to
-    logdir/<name>.log, and stops whichever are still running when the block ends, however
-    it ends (Ctrl-C included)."""
-    procs = {}
-    try:
-        for name, (argv, extra_env) in commands.items():
-            with open(logdir / f"{name}.log", "w") as log:  # the child keeps its own copy
-                procs[name] = subprocess.Popen(argv, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
-                                               env=dict(os.environ, PYTHONPATH=str(ROOT), **extra_env))
-        yield procs
-    finally:
-        for proc in procs.values():
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGKILL)
-        for proc in procs.values():
-            proc.wait()
 
 
 def wait_for_all(procs: dict[str, subprocess.Popen], logdir: pathlib.Path) -> None:

@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import os
 import pathlib
-import subprocess
 from typing import Callable
 
 import flax
@@ -23,25 +21,10 @@ import optax
 from kauldron import kd, kontext
 from kauldron import ktyping as kt
 
-from sections.lesson import LessonFailed
-
-ROOT = pathlib.Path(__file__).resolve().parents[1]  # the repository: configs/ and sections/
 FEATURES = 16
 ROWS = {"train": 512, "eval": 128}
 BATCH_SIZE = 32
 _TRUE_WEIGHTS = np.random.default_rng(7).normal(size=(FEATURES, 1)).astype("float32")
-
-
-def run_child(command: list[str], what: str, **extra_env: str) -> subprocess.CompletedProcess:
-    """Runs a child process in the repository, able to import its modules. If it fails, so
-    does the lesson, in one line: `what` and its exit status, then the child's last line on
-    stderr (its error)."""
-    env = dict(os.environ, PYTHONPATH=str(ROOT), **extra_env)
-    proc = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
-    if proc.returncode != 0:
-        last = [line for line in proc.stderr.strip().splitlines() if line.strip()][-1:]
-        raise LessonFailed(f"{what} exited {proc.returncode}: {' '.join(last)[:300]}")
-    return proc
 
 
 def make_data(split: str) -> dict[str, np.ndarray]:

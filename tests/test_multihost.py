@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 
+import psutil
 import pytest
 from conftest import ROOT, descendants, processes_mentioning, still_running
 
@@ -62,3 +63,32 @@ def test_a_peer_that_dies_fails_the_section_at_once_in_one_line_and_stops_the_ot
     assert section["status"] == "failed" and section["error"]["type"] == "LessonFailed"
     assert section["error"]["message"].startswith("process-1 exited -9")
     assert processes_mentioning(str(workdir)) == {} and still_running(started) == set()
+
+
+class PopenInterruptedAsItReturns(subprocess.Popen):
+    """A Ctrl-C that lands inside Popen after the fork: the child runs, the caller gets no Popen."""
+
+    started: list[int] = []
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.started.append(self.pid)
+        signal.raise_signal(signal.SIGINT)
+
+
+@pytest.mark.parametrize("how", ["side by side", "to the end"])
+def test_ctrl_c_while_a_child_starts_still_stops_that_child(monkeypatch, tmp_path, how):
+    from sections import children as child_processes
+
+    monkeypatch.setattr(child_processes.subprocess, "Popen", PopenInterruptedAsItReturns)
+    monkeypatch.setattr(PopenInterruptedAsItReturns, "started", [])
+    sleeper = [sys.executable, "-c", "import time; time.sleep(60)"]
+    with pytest.raises(KeyboardInterrupt):
+        if how == "side by side":
+            with child_processes.children({"first": (sleeper, {}), "second": (sleeper, {})}, tmp_path):
+                pass
+        else:
+            child_processes.run_child(sleeper, "a sleeper")
+    started = PopenInterruptedAsItReturns.started
+    assert len(started) == 1  # the Ctrl-C stopped the rest from starting
+    assert still_running([psutil.Process(pid) for pid in started if psutil.pid_exists(pid)], grace=5) == set()
