@@ -1,18 +1,21 @@
-"""The whole tutorial, run twice at once as a user runs it (two terminals): every section
-passes in order with a clean log, the two runs share nothing but the cache, and each
-section's verified facts are what the lesson says. One run goes forward in worker
-processes (the default --jobs); the other asks for the sections in reverse order, all in
-its own process (--jobs 1), so every section runs both after and before the others: none
-depends on another having run (or not) before it. The facts are read from the forward
-run's JSON: no section is run again just to read them."""
+"""The whole tutorial, run twice at once as users run it: every section passes with a clean
+log, the two runs share nothing but the compilation cache, and each section's verified
+facts are what the lesson says. One run is `tutorial.py`, forward, in worker processes
+(the default --jobs); the other is the exported notebook of every section in reverse
+order, executed headless in one kernel started in another directory. So every section
+runs both after and before the others, in a process of its own and in one shared with all
+the others: none depends on another having run (or not) before it. The facts are read
+from the forward run's JSON: no section is run again just to read them."""
 
 import io
 import json
 import os
+import pathlib
 import re
 import subprocess
 import sys
 
+import nbformat
 import pytest
 from conftest import ROOT, assert_png_drawn, headless_chromium, processes_mentioning
 
@@ -24,75 +27,113 @@ FIGURES = ["02-ref.png", "06-trainer.png", "07-sweep.png", "09-checkpoint.png", 
 
 @pytest.fixture(scope="module")
 def two_runs(tmp_path_factory):
-    """Two full runs started together: forward (default --jobs, with --plots and --html, in
-    a given --workdir) and reverse (--jobs 1, in the default temporary workdir, kept). Returns
-    (reports, logs, folders)."""
+    """`tutorial.py` (default --jobs, --keep, --plots, --html) and, started with it, the
+    notebook of every section in reverse order run by `jupyter execute`. Both see one
+    isolated home, temporary directory and cache home. Returns (report, log, notebook,
+    folders)."""
     base = tmp_path_factory.mktemp("two-runs")
-    home, tmp, cache = base / "home", base / "tmp", base / "cache"
-    for folder in (home, tmp):
+    folders = {name: base / name for name in ("home", "tmp", "cache-home", "elsewhere", "jupyter")}
+    for folder in folders.values():
         folder.mkdir()
-    env = dict(os.environ, HOME=str(home), TMPDIR=str(tmp))  # as a user runs it: no quieting
-    env.pop("XDG_CACHE_HOME", None)
-    common = [sys.executable, str(ROOT / "tutorial.py"), "--cache-dir", str(cache)]
+    folders["base"] = base
+    # As a user runs them, with no quieting; Jupyter's own files (connection files, the
+    # IPython profile) go to a folder of their own, so the home directory shows the tutorial's.
+    env = dict(os.environ, HOME=str(folders["home"]), TMPDIR=str(folders["tmp"]),
+               XDG_CACHE_HOME=str(folders["cache-home"]), JUPYTER_RUNTIME_DIR=str(folders["jupyter"] / "runtime"),
+               IPYTHONDIR=str(folders["jupyter"] / "ipython"))
+    notebook = folders["elsewhere"] / "tutorial.ipynb"
+    tutorial = [sys.executable, str(ROOT / "tutorial.py")]
+    export = subprocess.run([*tutorial, "--notebook", str(notebook), *reversed(CATALOG)], cwd=ROOT, env=env,
+                            capture_output=True, text=True, timeout=120)
+    assert (export.returncode, export.stdout.count("\n")) == (0, 1), export.stderr
+    assert "jupyter lab" in export.stdout
     commands = [
-        [*common, "--workdir", str(base / "forward"), "--plots", str(base / "plots"), "--html", str(base / "site"),
-         "--json", str(base / "forward.json")],
-        [*common, *reversed(CATALOG), "--jobs", "1", "--keep", "--json", str(base / "reverse.json")],
+        [*tutorial, "--keep", "--plots", str(base / "plots"), "--html", str(base / "site"), "--json", str(base / "forward.json")],
+        # The kernel starts in the notebook's folder, away from the repository.
+        [sys.executable, "-m", "jupyter", "execute", "--inplace", "--timeout=900", str(notebook)],
     ]
     procs = [subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
              for command in commands]
     logs = [proc.communicate(timeout=2400)[0] for proc in procs]
     assert [proc.returncode for proc in procs] == [0, 0], logs[0][-3000:] + logs[1][-3000:]
-    reports = [json.loads((base / f"{name}.json").read_text()) for name in ("forward", "reverse")]
-    return reports, logs, {"home": home, "tmp": tmp, "cache": cache, "base": base}
+    report = json.loads((base / "forward.json").read_text())
+    return report, logs[0], nbformat.read(notebook, as_version=4), folders
 
 
 @pytest.fixture(scope="module")
 def verified(two_runs):
     """slug -> the facts the forward run's section verified."""
-    (forward, _), _, _ = two_runs
+    forward, _, _, _ = two_runs
     return {section["slug"]: section["facts"] for section in forward["sections"]}
 
 
-def test_two_full_runs_at_once_pass_every_section_cleanly_and_share_only_the_cache(two_runs):
-    reports, logs, folders = two_runs
-    expected_fix = os.environ.get("TUTORIAL_EXPECT_ETILS_PRNG")  # set by .ci/run per leg
-    for report, log, order in zip(reports, logs, (CATALOG, CATALOG[::-1])):
-        assert [s["slug"] for s in report["sections"]] == order
-        assert [s["status"] for s in report["sections"]] == ["passed"] * len(order)
-        assert f"{len(order)} passed, 0 failed, 0 skipped; {report['totals']['checks']} checks in" in log
-        assert all(section["checks"] for section in report["sections"])  # every lesson checks something
-        assert report["totals"]["failed_checks"] == 0
-        assert not [c for s in report["sections"] for c in s["checks"] if not c["passed"]]
-        if expected_fix:
-            assert report["compat"][0]["state"] == expected_fix
-        assert "Traceback" not in log
-        assert "it/s]" not in log  # no tqdm progress bars in a non-interactive log
-        assert "Profile has already been started" not in log
-        assert "[Gloo]" not in log  # section 18's children keep their noise in their own logs
+def printed_by_cells(notebook) -> list[str]:
+    """What each code cell printed (stdout and stderr), in order."""
+    return ["".join(out.get("text", "") for out in cell.outputs if out.get("output_type") == "stream")
+            for cell in notebook.cells if cell.cell_type == "code"]
 
-    forward, reverse = reports
-    assert {str(p) for p in folders["tmp"].iterdir()} == {reverse["workdir"]}  # nothing else in the temp directory
-    assert list(folders["home"].rglob("*")) == []  # nothing in the home directory
-    assert sorted(p.name for p in folders["cache"].iterdir()) == ["jax", "matplotlib"]
+
+def assert_a_clean_log(log: str) -> None:
+    assert "Traceback" not in log
+    assert "it/s]" not in log  # no tqdm progress bars in a non-interactive log
+    assert "Profile has already been started" not in log
+    assert "[Gloo]" not in log  # section 18's children keep their noise in their own logs
+
+
+def test_a_full_run_and_the_notebook_at_once_pass_every_section_cleanly_and_share_only_the_cache(two_runs):
+    forward, log, notebook, folders = two_runs
+    assert [s["slug"] for s in forward["sections"]] == CATALOG
+    assert [s["status"] for s in forward["sections"]] == ["passed"] * len(CATALOG)
+    assert f"{len(CATALOG)} passed, 0 failed, 0 skipped; {forward['totals']['checks']} checks in" in log
+    assert all(section["checks"] for section in forward["sections"])  # every lesson checks something
+    assert forward["totals"]["failed_checks"] == 0
+    assert not [c for s in forward["sections"] for c in s["checks"] if not c["passed"]]
+    expected_fix = os.environ.get("TUTORIAL_EXPECT_ETILS_PRNG")  # set by .ci/run per leg
+    if expected_fix:
+        assert forward["compat"][0]["state"] == expected_fix
+    assert_a_clean_log(log)
+
+    # The notebook: its setup cell, then each section's lesson, code and run, in the order asked.
+    nbformat.validate(notebook)
+    titles = [cell.source.splitlines()[0] for cell in notebook.cells if cell.cell_type == "markdown"][1:]
+    by_slug = {info.slug: info for info in registry.catalog()}
+    assert titles == [f"## {by_slug[slug].number}. {by_slug[slug].title}" for slug in reversed(CATALOG)]
+    setup = notebook.cells[1].source
+    assert "# %pip install -r {TUTORIAL_ROOT}/requirements-extras.txt" in setup  # commented: installed here
+    assert "compat.install_all()" in setup
+    printed = printed_by_cells(notebook)
+    assert "compat etils-prng: " in printed[0]
+    passed = [re.search(r"-> passed \((\d+) checks\): ", text) for text in printed]
+    checks = {section["slug"]: len(section["checks"]) for section in forward["sections"]}
+    assert [int(found.group(1)) for found in passed if found] == [checks[slug] for slug in reversed(CATALOG)]
+    assert_a_clean_log("".join(printed))
+
+    # Nothing but the two workdirs in the temporary directory, nothing in the home directory.
+    (notebook_workdir,) = folders["tmp"].glob("kauldron-notebook-*")
+    assert {str(p) for p in folders["tmp"].iterdir()} == {forward["workdir"], str(notebook_workdir)}
+    assert forward["workdir_removed"] is False  # --keep
+    kept = {p.name for p in pathlib.Path(forward["workdir"]).iterdir()}
+    assert {registry.file_stem(info.number, info.slug) for info in registry.catalog()} <= kept
+    assert list(folders["home"].rglob("*")) == []
+    assert [p.name for p in folders["cache-home"].iterdir()] == ["kauldron-tutorial"]  # the default cache
+    assert sorted(p.name for p in (folders["cache-home"] / "kauldron-tutorial").iterdir()) == ["jax", "matplotlib"]
     # No process of either run outlives it (section 18 starts three per run).
-    assert processes_mentioning(str(folders["base"])) == {} and processes_mentioning(reverse["workdir"]) == {}
+    assert processes_mentioning(str(folders["base"])) == {}
 
 
 def test_each_section_prints_whole_in_order_between_its_heading_and_its_result(two_runs):
-    _, logs, _ = two_runs
-    for log, order in zip(logs, (CATALOG, CATALOG[::-1])):
-        lines = log.splitlines()
-        headings = [i for i, line in enumerate(lines) if line.endswith("]") and line.split(". ", 1)[0].isdigit()]
-        results = [i for i, line in enumerate(lines) if line.startswith("-> ")]
-        assert [lines[i].rsplit("[", 1)[1].rstrip("]") for i in headings] == order
-        assert len(results) == len(headings)
-        # Heading, its lesson, its result line; then the next heading: never interleaved.
-        assert all(h < r < next_h for h, r, next_h in zip(headings, results, headings[1:] + [len(lines)]))
+    _, log, _, _ = two_runs
+    lines = log.splitlines()
+    headings = [i for i, line in enumerate(lines) if line.endswith("]") and line.split(". ", 1)[0].isdigit()]
+    results = [i for i, line in enumerate(lines) if line.startswith("-> ")]
+    assert [lines[i].rsplit("[", 1)[1].rstrip("]") for i in headings] == CATALOG
+    assert len(results) == len(headings)
+    # Heading, its lesson, its result line; then the next heading: never interleaved.
+    assert all(h < r < next_h for h, r, next_h in zip(headings, results, headings[1:] + [len(lines)]))
 
 
 def test_plots_are_real_pictures_one_per_section_with_a_figure(two_runs):
-    (forward, _), _, folders = two_runs
+    forward, _, _, folders = two_runs
     plots = folders["base"] / "plots"
     assert sorted(p.name for p in plots.iterdir()) == FIGURES
     for section in forward["sections"]:
@@ -105,7 +146,7 @@ def test_plots_are_real_pictures_one_per_section_with_a_figure(two_runs):
 def test_the_site_reads_in_a_real_browser_with_every_section_figure_and_check(two_runs):
     """--html's pages in headless Chromium: every heading, every figure loaded, no console
     error, as many checks listed as the JSON has, and an index that is not blank."""
-    (forward, _), _, folders = two_runs
+    forward, _, _, folders = two_runs
     site = folders["base"] / "site"
     pages = {section["slug"]: site / f"{section['number']:02d}-{section['slug']}.html" for section in forward["sections"]}
     for page in [site / "index.html", *pages.values()]:  # nothing to fetch from the network
@@ -268,5 +309,5 @@ def test_nnx_trains_and_matches_linen(verified):
 
 def test_multihost_trains_like_one_8_device_process_and_keeps_its_childrens_noise_out(verified, two_runs):
     assert verified["multihost"]["max_relative_loss_difference"] <= 1e-5
-    _, (forward_log, _), _ = two_runs
+    _, forward_log, _, _ = two_runs
     assert "dropped" in forward_log and "gloo connection lines" in forward_log
