@@ -1,6 +1,7 @@
 """What a user sees from the command line: listing, choosing sections, errors, exit codes, JSON."""
 
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -195,3 +196,18 @@ def test_unusable_cache_dir_is_refused(tutorial, tmp_path):
     assert run.stdout == ""
     assert run.stderr.count("\n") == 1 and "--cache-dir" in run.stderr
 
+
+def readme_command(number: int) -> str:
+    """Command `number` of the README's "Two commands", as a user copies it."""
+    two_commands = (ROOT / "README.md").read_text().split("## Two commands", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"```\n\s*(.+?)\n\s*```", two_commands)[number - 1]
+
+
+def test_ci_runs_readme_command_2_step_by_step():
+    """.ci/run's py311 leg is the README's test command: each of its steps, in order."""
+    steps = [step.strip() for step in readme_command(2).split("&&")]
+    assert steps[-1] == ".venv/bin/python -m pytest" and any("uv pip install" in step for step in steps)
+    ci = (ROOT / ".ci" / "run").read_text()
+    leg = ci.split("leg py311: README command 2", 1)[1].split("\nelif ", 1)[1].split("; then", 1)[0]
+    positions = [leg.find(step) for step in steps]
+    assert -1 not in positions and positions == sorted(positions), list(zip(steps, positions))
