@@ -41,10 +41,17 @@ def being_written(workdir: pathlib.Path) -> list[str]:
     return [e.name for e in os.scandir(folder) if e.name.endswith(".orbax-checkpoint-tmp")]
 
 
-def kill_when(workdir: pathlib.Path, condition, timeout: float = 600) -> None:
-    """Starts the job and SIGKILLs it as soon as `condition(workdir)` holds."""
-    proc = subprocess.Popen(training_command(workdir), cwd=ROOT, env=QUIET,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+def started_at(log: str) -> int:
+    """The step Kauldron says its training loop started at."""
+    return int(re.search(r"Starting training loop at step (\d+)", log).group(1))
+
+
+def kill_when(workdir: pathlib.Path, condition, timeout: float = 600) -> int:
+    """Starts the job, SIGKILLs it as soon as `condition(workdir)` holds; returns the step
+    its training loop had started at."""
+    log = workdir.parent / f"{workdir.name}-killed.log"
+    with open(log, "w") as stderr:
+        proc = subprocess.Popen(training_command(workdir), cwd=ROOT, env=QUIET, stdout=subprocess.DEVNULL, stderr=stderr)
     deadline = time.monotonic() + timeout
     try:
         while not condition(workdir):
@@ -56,14 +63,15 @@ def kill_when(workdir: pathlib.Path, condition, timeout: float = 600) -> None:
         proc.kill()
         proc.wait()
     assert proc.returncode == -signal.SIGKILL
+    return started_at(log.read_text())
 
 
 def run_to_the_end(workdir: pathlib.Path) -> int:
-    """Runs the job to completion; returns the step Kauldron says its loop started at."""
+    """Runs the job to completion; returns the step its training loop started at."""
     proc = subprocess.run(training_command(workdir), cwd=ROOT, env=QUIET, capture_output=True,
                           text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    return int(re.search(r"Starting training loop at step (\d+)", proc.stderr).group(1))
+    return started_at(proc.stderr)
 
 
 def final_checkpoint(workdir: pathlib.Path) -> dict:
@@ -90,25 +98,24 @@ def assert_bit_identical(resumed: dict, reference: dict) -> None:
     assert not different, f"differ from the uninterrupted run: {different}"
 
 
-def test_killed_mid_training_resumes_from_the_last_checkpoint_bit_identically(tmp_path, uninterrupted):
+def test_killed_while_writing_a_checkpoint_then_after_one_it_resumes_each_time_and_ends_bit_identical(
+        tmp_path, uninterrupted):
+    """Two preemptions of one job, then the same command to the end."""
     workdir = tmp_path / "job"
-    kill_when(workdir, lambda wd: any(step >= 300 for step in committed_steps(wd)))
-    last = max(committed_steps(workdir))
-    assert 300 <= last < PREEMPTIBLE_STEPS, "killed after a checkpoint, before the end"
-
-    assert run_to_the_end(workdir) == last  # resumed there, not at 0
-    assert max(committed_steps(workdir)) == PREEMPTIBLE_STEPS
-    assert_bit_identical(final_checkpoint(workdir), uninterrupted)
-
-
-def test_a_checkpoint_killed_while_being_written_is_never_loaded(tmp_path, uninterrupted):
-    workdir = tmp_path / "job"
-    # ckpt_200 or later, so that an earlier checkpoint (100) is committed.
-    kill_when(workdir, lambda wd: any(not n.startswith(("ckpt_0.", "ckpt_100.")) for n in being_written(wd)))
+    # 1. While ckpt_200 or a later one is being written, so that an earlier one (100) is committed.
+    assert kill_when(workdir, lambda wd: any(not n.startswith(("ckpt_0.", "ckpt_100.")) for n in being_written(wd))) == 0
     half_written = being_written(workdir)
-    last = max(committed_steps(workdir))
-    assert half_written and all(int(n.split(".")[0][5:]) > last for n in half_written)
+    first = max(committed_steps(workdir))
+    assert half_written and all(int(n.split(".")[0][5:]) > first for n in half_written)
 
-    assert run_to_the_end(workdir) == last  # Orbax ignored the half-written one
-    assert not being_written(workdir)
+    # 2. Again, just after a checkpoint 200 steps on is committed: it had resumed at `first`;
+    # Orbax ignored the half-written one.
+    assert kill_when(workdir, lambda wd: max(committed_steps(wd), default=0) >= first + 200) == first
+    second = max(committed_steps(workdir))
+    assert first + 200 <= second < PREEMPTIBLE_STEPS, "killed after a checkpoint, before the end"
+
+    # 3. The same command once more: it resumes at the last checkpoint, not at 0, and ends
+    # where an uninterrupted run ends, bit for bit.
+    assert run_to_the_end(workdir) == second
+    assert max(committed_steps(workdir)) == PREEMPTIBLE_STEPS and not being_written(workdir)
     assert_bit_identical(final_checkpoint(workdir), uninterrupted)
