@@ -77,11 +77,14 @@ class PopenInterruptedAsItReturns(subprocess.Popen):
 
 
 @pytest.mark.parametrize("how", ["side by side", "to the end"])
-def test_ctrl_c_while_a_child_starts_still_stops_that_child(monkeypatch, tmp_path, how):
+def test_ctrl_c_while_a_child_starts_still_stops_that_child(monkeypatch, request, tmp_path, how):
     from sections import children as child_processes
 
     monkeypatch.setattr(child_processes.subprocess, "Popen", PopenInterruptedAsItReturns)
     monkeypatch.setattr(PopenInterruptedAsItReturns, "started", [])
+    # Ctrl-C raises KeyboardInterrupt, as Python sets it up, whatever ran in this process before.
+    previous_handler = signal.signal(signal.SIGINT, signal.default_int_handler)
+    request.addfinalizer(lambda: signal.signal(signal.SIGINT, previous_handler))
     sleeper = [sys.executable, "-c", "import time; time.sleep(60)"]
     with pytest.raises(KeyboardInterrupt):
         if how == "side by side":

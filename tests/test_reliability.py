@@ -88,7 +88,6 @@ def kept_checkpoint_workdir(tmp_path_factory) -> pathlib.Path:
     return workdir
 
 
-@pytest.mark.xdist_group("kept-checkpoint-workdir")  # one worker: they share the kept workdir
 def test_a_corrupt_checkpoint_in_a_kept_workdir_fails_that_section_only(tutorial, tmp_path,
                                                                          kept_checkpoint_workdir):
     workdir = tmp_path / "kept"
@@ -108,7 +107,6 @@ def test_a_corrupt_checkpoint_in_a_kept_workdir_fails_that_section_only(tutorial
     assert "Traceback" not in run.stdout + run.stderr and "last frames:" not in run.stdout, seen
 
 
-@pytest.mark.xdist_group("kept-checkpoint-workdir")  # one worker: they share the kept workdir
 def test_a_healthy_kept_workdir_runs_the_lesson_again(tutorial, tmp_path, kept_checkpoint_workdir):
     workdir = tmp_path / "kept"
     shutil.copytree(kept_checkpoint_workdir, workdir)

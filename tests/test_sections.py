@@ -21,9 +21,6 @@ from conftest import ROOT, assert_png_drawn, headless_chromium, processes_mentio
 
 from sections import registry
 
-# One worker runs these tests: they share the two runs.
-pytestmark = pytest.mark.xdist_group("a-full-run-and-the-notebook")
-
 CATALOG = [info.slug for info in registry.catalog()]
 FIGURES = ["02-ref.png", "06-trainer.png", "07-sweep.png", "09-checkpoint.png", "13-finetune.png", "15-evals.png"]
 
