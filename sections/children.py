@@ -3,7 +3,7 @@ never outlive the lesson, however it ends (a failure, a timeout, Ctrl-C).
 
 A Ctrl-C is raised as KeyboardInterrupt wherever Python happens to be. Raised inside
 `subprocess.Popen` after the fork, it leaves a child running that no variable holds, so
-nothing can stop it (seen in a test: section 18's reference process outlived a Ctrl-C).
+nothing can stop it (seen in a test: one of section 18's children outlived a Ctrl-C).
 So a Ctrl-C pressed while a child starts is held until the child is in the lesson's hands.
 """
 

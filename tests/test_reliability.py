@@ -69,7 +69,7 @@ def test_a_section_that_kills_its_worker_fails_alone_in_one_line(tutorial):
     assert "SUMMARY" in run.stdout and "Traceback" not in run.stdout + run.stderr
 
 
-# --- Concurrent runs: two full runs at once are test_sections.py's shared runs -------------
+# --- Concurrent runs: a full run and the notebook at once are test_sections.py's shared runs
 
 
 # --- Bad input -----------------------------------------------------------------------------
