@@ -4,6 +4,7 @@ import contextlib
 import json
 import os
 import pathlib
+import signal
 import subprocess
 import sys
 import time
@@ -47,6 +48,20 @@ def tutorial(tmp_path):
         return Run(proc, json_path)
 
     return run
+
+
+@pytest.fixture
+def tutorial_main(monkeypatch):
+    """`tutorial.main`, to call in this process. What it sets for the whole process (its
+    SIGINT handler, sys.unraisablehook, a remembered Ctrl-C) is put back afterwards, so that
+    no later test in this worker runs with them."""
+    import tutorial
+
+    monkeypatch.setattr(tutorial.CtrlC, "pressed", False)
+    monkeypatch.setattr(sys, "unraisablehook", sys.unraisablehook)
+    previous_handler = signal.getsignal(signal.SIGINT)
+    yield tutorial.main
+    signal.signal(signal.SIGINT, previous_handler)
 
 
 def assert_png_drawn(path: pathlib.Path) -> None:

@@ -41,16 +41,14 @@ def test_a_failed_check_is_recorded_and_fails_the_lesson(tmp_path, make_it_fail)
     assert check["passed"] is False and check["claim"].startswith("a false claim")
 
 
-def test_a_check_made_to_fail_in_a_real_section_shows_in_the_json(monkeypatch, tmp_path, capsys):
+def test_a_check_made_to_fail_in_a_real_section_shows_in_the_json(monkeypatch, tmp_path, capsys, tutorial_main):
     """Section 3 checks that a key path returns the very array, not a copy. Make kontext
     return copies, and that claim is recorded as failed, after the ones that passed."""
     import copy
 
-    import tutorial
-
     real = kontext.get_by_path
     monkeypatch.setattr(kontext, "get_by_path", lambda context, path, **kw: copy.deepcopy(real(context, path, **kw)))
-    status = tutorial.main(["kontext", "--workdir", str(tmp_path / "w"), "--json", str(tmp_path / "r.json")])
+    status = tutorial_main(["kontext", "--workdir", str(tmp_path / "w"), "--json", str(tmp_path / "r.json")])
     assert status == 1
     (section,) = json.loads((tmp_path / "r.json").read_text())["sections"]
     assert section["status"] == "failed"

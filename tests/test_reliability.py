@@ -139,9 +139,7 @@ def test_ctrl_c_prints_the_summary_writes_partial_json_and_exits_130(tmp_path):
     assert report["totals"]["passed"] == 5
 
 
-def test_ctrl_c_stops_the_run_even_when_library_code_swallows_it(monkeypatch, tmp_path, capsys):
-    import tutorial
-
+def test_ctrl_c_stops_the_run_even_when_library_code_swallows_it(monkeypatch, tmp_path, capsys, tutorial_main):
     def run_a_section_that_swallows_ctrl_c(info, workdir, plots_dir=None):
         try:
             signal.raise_signal(signal.SIGINT)  # the user presses Ctrl-C ...
@@ -150,14 +148,8 @@ def test_ctrl_c_stops_the_run_even_when_library_code_swallows_it(monkeypatch, tm
         return registry.SectionResult(info.number, info.slug, info.title, "passed", 0.0, "looks fine", {})
 
     monkeypatch.setattr(registry, "run", run_a_section_that_swallows_ctrl_c)
-    monkeypatch.setattr(tutorial.CtrlC, "pressed", False)
-    monkeypatch.setattr(sys, "unraisablehook", sys.unraisablehook)  # main() replaces it
-    previous_handler = signal.getsignal(signal.SIGINT)
-    try:
-        status = tutorial.main(["kontext", "ktyping", "--jobs", "1", "--workdir", str(tmp_path / "w"),
-                                "--json", str(tmp_path / "r.json")])
-    finally:
-        signal.signal(signal.SIGINT, previous_handler)
+    status = tutorial_main(["kontext", "ktyping", "--jobs", "1", "--workdir", str(tmp_path / "w"),
+                            "--json", str(tmp_path / "r.json")])
     assert status == 130
     report = json.loads((tmp_path / "r.json").read_text())
     assert report["interrupted"] is True
@@ -165,12 +157,11 @@ def test_ctrl_c_stops_the_run_even_when_library_code_swallows_it(monkeypatch, tm
     assert "interrupted" in capsys.readouterr().out
 
 
-def test_ctrl_c_during_garbage_collection_stops_the_run_without_a_traceback(monkeypatch, tmp_path, capsys):
+def test_ctrl_c_during_garbage_collection_stops_the_run_without_a_traceback(monkeypatch, tmp_path, capsys,
+                                                                          tutorial_main):
     """Python cannot raise an interrupt inside a gc callback (jax has one): it would print
     "Exception ignored in ..." with a traceback and carry on."""
     import gc
-
-    import tutorial
 
     def press_ctrl_c_in_gc(phase, info):
         if phase == "start":
@@ -190,13 +181,8 @@ def test_ctrl_c_during_garbage_collection_stops_the_run_without_a_traceback(monk
     finished = []
 
     monkeypatch.setattr(registry, "run", run_a_section_that_collects_garbage)
-    monkeypatch.setattr(tutorial.CtrlC, "pressed", False)
     monkeypatch.setattr(sys, "unraisablehook", sys.__unraisablehook__)  # Python's, not pytest's
-    previous_handler = signal.getsignal(signal.SIGINT)
-    try:
-        status = tutorial.main(["kontext", "--workdir", str(tmp_path / "w"), "--json", str(tmp_path / "r.json")])
-    finally:
-        signal.signal(signal.SIGINT, previous_handler)
+    status = tutorial_main(["kontext", "--workdir", str(tmp_path / "w"), "--json", str(tmp_path / "r.json")])
     assert status == 130 and finished == []  # interrupted promptly, not at the section's end
     assert [s["status"] for s in json.loads((tmp_path / "r.json").read_text())["sections"]] == ["skipped"]
     output = capsys.readouterr()
