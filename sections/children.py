@@ -74,8 +74,8 @@ def children(commands: dict[str, tuple[list[str], dict[str, str]]], logdir: path
                                                env=environment(**extra_env))
         yield procs
     finally:
-        for proc in procs.values():
+        for proc in procs.values():  # all killed first, then waited for: they go together
             if proc.poll() is None:
-                proc.send_signal(signal.SIGKILL)
+                proc.kill()
         for proc in procs.values():
             proc.wait()

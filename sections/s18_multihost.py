@@ -211,12 +211,12 @@ def check_checkpoint(lesson: Lesson, job: pathlib.Path) -> None:
 @section(18, "multihost", "Past one machine: the same Trainer as one job of two JAX processes", trains=True, start_early=True,
          shows="two JAX processes of 4 devices as one job: each reads half of every batch; one process's loss; one checkpoint")
 def two_processes_one_job(lesson: Lesson) -> str:
-    job = lesson.workdir / "job"
+    job, reference_dir = lesson.workdir / "job", lesson.workdir / "reference"
     print(f"  starting 2 processes of one job, {DEVICES_PER_PROCESS} devices each; then the same experiment here,"
           f" on {jax.local_device_count()} device (the reference)\n")
     run_job(lesson, job)
-    reference = train_reference(lesson.workdir / "reference")
-    check_processes_and_rows(lesson, job, lesson.workdir / "reference")
+    reference = train_reference(reference_dir)
+    check_processes_and_rows(lesson, job, reference_dir)
     relative = check_training(lesson, job, reference)
     check_checkpoint(lesson, job)
     lesson.fact("max_relative_loss_difference", relative)

@@ -117,7 +117,7 @@ def test_a_full_run_and_the_notebook_at_once_pass_every_section_cleanly_and_shar
     assert list(folders["home"].rglob("*")) == []
     assert [p.name for p in folders["cache-home"].iterdir()] == ["kauldron-tutorial"]  # the default cache
     assert sorted(p.name for p in (folders["cache-home"] / "kauldron-tutorial").iterdir()) == ["jax", "matplotlib"]
-    # No process of either run outlives it (section 18 starts three per run).
+    # No process of either run outlives it (section 18 starts two per run).
     assert processes_mentioning(str(folders["base"])) == {}
 
 
@@ -307,7 +307,7 @@ def test_nnx_trains_and_matches_linen(verified):
     assert facts["linen_max_difference"] == 0.0
 
 
-def test_multihost_trains_like_one_8_device_process_and_keeps_its_childrens_noise_out(verified, two_runs):
+def test_multihost_trains_like_one_process_and_keeps_its_childrens_noise_out(verified, two_runs):
     assert verified["multihost"]["max_relative_loss_difference"] <= 1e-5
     _, forward_log, _, _ = two_runs
     assert "dropped" in forward_log and "gloo connection lines" in forward_log
