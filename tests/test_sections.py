@@ -5,13 +5,15 @@ facts are what the lesson says. One run is `tutorial.py`, forward, in worker pro
 order, executed headless in one kernel started in another directory. So every section
 runs both after and before the others, in a process of its own and in one shared with all
 the others: none depends on another having run (or not) before it. The facts are read
-from the forward run's JSON: no section is run again just to read them."""
+from the forward run's JSON: no section is run again just to read them; the tests of a
+kept workdir run the checkpoint lesson again on copies of the forward run's."""
 
 import io
 import json
 import os
 import pathlib
 import re
+import shutil
 import subprocess
 import sys
 
@@ -169,6 +171,39 @@ def test_the_site_reads_in_a_real_browser_with_every_section_figure_and_check(tw
             checks = browser.execute_script("return document.querySelectorAll('li.check').length")
             assert checks == len(section["checks"]), section["slug"]
             assert [entry for entry in browser.get_log("browser") if entry["level"] == "SEVERE"] == [], section["slug"]
+
+
+# --- A kept workdir, run again (copies of the forward run's, which --keep kept) ------------
+
+def kept_checkpoint_lesson(two_runs, into: pathlib.Path) -> pathlib.Path:
+    """A workdir holding a copy of what the forward run's checkpoint lesson left."""
+    forward, _, _, _ = two_runs
+    shutil.copytree(pathlib.Path(forward["workdir"]) / "09-checkpoint", into / "09-checkpoint")
+    return into
+
+
+def test_a_corrupt_checkpoint_in_a_kept_workdir_fails_that_section_only(two_runs, tutorial, tmp_path):
+    workdir = kept_checkpoint_lesson(two_runs, tmp_path / "kept")
+    checkpoint = workdir / "09-checkpoint" / "run" / "checkpoints" / "ckpt_300"
+    data = max((checkpoint / "default").rglob("d/*"), key=lambda p: p.stat().st_size)
+    data.write_bytes(data.read_bytes()[: data.stat().st_size // 2])  # truncated
+
+    run = tutorial("kontext", "checkpoint", "--workdir", str(workdir))
+    seen = f"stdout:\n{run.stdout[-3000:]}\nstderr:\n{run.stderr[-3000:]}"
+    assert run.returncode == 1, seen
+    assert run.statuses() == {"kontext": "passed", "checkpoint": "failed"}, seen
+    message = run.section("checkpoint")["summary"]
+    assert str(checkpoint) in message and "start fresh" in message, seen
+    failed = [line for line in run.stdout.splitlines() if line.startswith("-> FAILED")]
+    assert len(failed) == 1 and str(checkpoint) in failed[0], seen
+    assert "Traceback" not in run.stdout + run.stderr and "last frames:" not in run.stdout, seen
+
+
+def test_a_healthy_kept_workdir_runs_the_lesson_again(two_runs, tutorial, tmp_path):
+    workdir = kept_checkpoint_lesson(two_runs, tmp_path / "kept")
+    again = tutorial("checkpoint", "--workdir", str(workdir))
+    assert again.returncode == 0, again.stdout[-2000:]
+    assert again.section("checkpoint")["facts"]["checkpoints"]["first_run"] == [0, 100, 200]
 
 
 # --- What each lesson verified (read from the forward run) ------------------------------
