@@ -39,7 +39,10 @@ import time  # noqa: E402
 
 from sections import registry  # noqa: E402
 
-INSTALL_COMMAND = "python3 -m venv .venv && .venv/bin/pip install -r requirements.txt"
+# README command 1 without its last step (running the tutorial); tests/test_reliability.py
+# checks they stay the same.
+INSTALL_COMMAND = ("python3 -m venv .venv && .venv/bin/pip install uv==0.13.9"
+                   " && .venv/bin/uv pip install --compile-bytecode -p .venv -r requirements.txt")
 EXTRAS_INSTALL_COMMAND = ".venv/bin/pip install -r requirements-extras.txt"
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 RULE = "=" * 78

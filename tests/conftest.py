@@ -4,6 +4,7 @@ import contextlib
 import json
 import os
 import pathlib
+import re
 import signal
 import subprocess
 import sys
@@ -70,6 +71,12 @@ def tutorial_main(monkeypatch):
     previous_handler = signal.getsignal(signal.SIGINT)
     yield tutorial.main
     signal.signal(signal.SIGINT, previous_handler)
+
+
+def readme_command(number: int) -> str:
+    """Command `number` of the README's "Two commands", as a user copies it."""
+    two_commands = (ROOT / "README.md").read_text().split("## Two commands", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"```\n\s*(.+?)\n\s*```", two_commands)[number - 1]
 
 
 def assert_png_drawn(path: pathlib.Path) -> None:

@@ -1,12 +1,11 @@
 """What a user sees from the command line: listing, choosing sections, errors, exit codes, JSON."""
 
 import pathlib
-import re
 import subprocess
 import sys
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, readme_command
 
 from sections import registry
 
@@ -195,12 +194,6 @@ def test_unusable_cache_dir_is_refused(tutorial, tmp_path):
     assert run.returncode == 2
     assert run.stdout == ""
     assert run.stderr.count("\n") == 1 and "--cache-dir" in run.stderr
-
-
-def readme_command(number: int) -> str:
-    """Command `number` of the README's "Two commands", as a user copies it."""
-    two_commands = (ROOT / "README.md").read_text().split("## Two commands", 1)[1].split("\n## ", 1)[0]
-    return re.findall(r"```\n\s*(.+?)\n\s*```", two_commands)[number - 1]
 
 
 def test_ci_runs_readme_command_2_step_by_step():

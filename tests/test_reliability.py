@@ -13,7 +13,7 @@ import sys
 import time
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, readme_command
 
 from sections import registry
 
@@ -164,7 +164,8 @@ def test_without_kauldron_one_line_gives_the_install_command(tmp_path):
                           cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert (proc.returncode, proc.stdout) == (2, "")
     assert proc.stderr.count("\n") == 1
-    assert "kauldron" in proc.stderr and "pip install -r requirements.txt" in proc.stderr
+    setup = readme_command(1).removesuffix(" && .venv/bin/python tutorial.py")  # all but running it
+    assert "kauldron" in proc.stderr and f"set up with: {setup} (see README.md)" in proc.stderr
 
 
 def find_python(version: str) -> str | None:

@@ -24,6 +24,7 @@ from conftest import ROOT, assert_png_drawn, headless_chromium, processes_mentio
 from sections import registry
 
 CATALOG = [info.slug for info in registry.catalog()]
+CHECKPOINT_LESSON = registry.file_stem(9, "checkpoint")  # its folder in a workdir
 FIGURES = ["02-ref.png", "06-trainer.png", "07-sweep.png", "09-checkpoint.png", "13-finetune.png", "15-evals.png"]
 
 
@@ -178,13 +179,13 @@ def test_the_site_reads_in_a_real_browser_with_every_section_figure_and_check(tw
 def kept_checkpoint_lesson(two_runs, into: pathlib.Path) -> pathlib.Path:
     """A workdir holding a copy of what the forward run's checkpoint lesson left."""
     forward, _, _, _ = two_runs
-    shutil.copytree(pathlib.Path(forward["workdir"]) / "09-checkpoint", into / "09-checkpoint")
+    shutil.copytree(pathlib.Path(forward["workdir"]) / CHECKPOINT_LESSON, into / CHECKPOINT_LESSON)
     return into
 
 
 def test_a_corrupt_checkpoint_in_a_kept_workdir_fails_that_section_only(two_runs, tutorial, tmp_path):
     workdir = kept_checkpoint_lesson(two_runs, tmp_path / "kept")
-    checkpoint = workdir / "09-checkpoint" / "run" / "checkpoints" / "ckpt_300"
+    checkpoint = workdir / CHECKPOINT_LESSON / "run" / "checkpoints" / "ckpt_300"
     data = max((checkpoint / "default").rglob("d/*"), key=lambda p: p.stat().st_size)
     data.write_bytes(data.read_bytes()[: data.stat().st_size // 2])  # truncated
 
