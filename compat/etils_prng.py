@@ -15,7 +15,7 @@ from __future__ import annotations
 import sys
 from typing import Any, Callable
 
-from compat import Fix, FixReport
+from compat.fix import Fix, FixReport
 
 NAME = "etils-prng"
 
