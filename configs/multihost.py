@@ -16,13 +16,14 @@ from configs import regression
 with konfig.imports():
     from kauldron import kd
 
-    from sections import s18_multihost, shared
+    from sections import shared
+    from sections.parts import multihost as multihost_parts
 
 
 def get_config():
     cfg = regression.get_config()
     cfg.num_train_steps = 100
-    cfg.train_ds = s18_multihost.InMemoryRowsRecorded(
+    cfg.train_ds = multihost_parts.InMemoryRowsRecorded(
         loader=shared.make_loader("train"), batch_size=32, shuffle=True, num_epochs=None,
         record_dir=cfg.ref.workdir,
     )

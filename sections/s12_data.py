@@ -8,41 +8,22 @@ pipeline is a config: any field, a transform's included, can be overridden befor
 resolved (in Python here; section 10 overrides a config from the command line).
 """
 
-import dataclasses
 
 import numpy as np
 from kauldron import kd, konfig
 
 from sections.lesson import Lesson
+from sections.parts.images import SyntheticImages
 from sections.registry import section
-
-IMAGE_SHAPE = (8, 8, 3)
-
-
-@dataclasses.dataclass(frozen=True)
-class SyntheticImages:
-    """Small random uint8 images with a label and an id. Each image holds a 0 and a 255,
-    so a rescaled image reaches both ends of its new range exactly."""
-
-    size: int = 64
-
-    def __len__(self) -> int:
-        return self.size
-
-    def __getitem__(self, index: int) -> dict[str, np.ndarray]:
-        image = np.random.default_rng([0, index]).integers(0, 256, size=IMAGE_SHAPE, dtype=np.uint8)
-        image[0, 0, :2] = 0, 255
-        return {"image": image, "label": np.int64(index % 10), "id": np.int64(index)}
-
 
 def _pipeline_config(batch_size: int):
     with konfig.imports():
         from kauldron import kd as kd_cfg
 
-        from sections import s12_data as data_cfg
+        from sections.parts import images as images_cfg
 
     return kd_cfg.data.py.DataSource(
-        data_source=data_cfg.SyntheticImages(size=64),
+        data_source=images_cfg.SyntheticImages(size=64),
         transforms={
             "select": kd_cfg.data.Elements(drop=["id"], rename={"label": "target"}),
             "range": kd_cfg.data.ValueRange(key="image", vrange=(-1.0, 1.0)),  # from [0, 255]
@@ -53,7 +34,8 @@ def _pipeline_config(batch_size: int):
 
 
 @section(12, "data", "A data pipeline with transforms, as a config",
-         shows="kd.data.py.DataSource with Elements, ValueRange, Rearrange as config entries; the spec before and after")
+         shows="kd.data.py.DataSource with Elements, ValueRange, Rearrange as config entries; the spec before and after",
+         reference="https://kauldron.readthedocs.io/en/latest/data_py.html")
 def pipeline_as_config(lesson: Lesson) -> str:
     raw = kd.data.py.DataSource(data_source=SyntheticImages(size=64), batch_size=8, shuffle=False,
                                 num_epochs=1, seed=0, num_workers=0)

@@ -22,12 +22,10 @@ import contextlib
 import pathlib
 import warnings
 
-import flax.linen as nn
 import jax
 import numpy as np
 import orbax.checkpoint as ocp
-from kauldron import konfig, kontext
-from kauldron import ktyping as kt
+from kauldron import konfig
 
 from configs import regression
 from sections.lesson import Lesson, Panel
@@ -35,30 +33,6 @@ from sections.registry import section
 from sections.shared import event_files, read_scalars
 
 PRETRAIN_STEPS, FINETUNE_STEPS = 100, 100
-
-
-class MLPNewHead(nn.Module):
-    """The regression MLP's encoder `enc`, then a new head: `adapter` (Dense 16, relu), `head`."""
-
-    inputs: kontext.Key = kontext.REQUIRED
-    hidden: int = 32
-
-    @kt.typechecked
-    @nn.compact
-    def __call__(self, inputs: kt.Float["*b f"]) -> dict[str, kt.Float["*b 1"]]:
-        h = nn.relu(nn.Dense(self.hidden, name="enc")(inputs))
-        h = nn.relu(nn.Dense(16, name="adapter")(h))
-        return {"y": nn.Dense(1, name="head")(h)}
-
-
-class MLPResizedOut(nn.Module):
-    """The MLP with its head still called `out`, but with 2 outputs instead of 1."""
-
-    inputs: kontext.Key = kontext.REQUIRED
-
-    @nn.compact
-    def __call__(self, inputs):
-        return {"y": nn.Dense(2, name="out")(nn.relu(nn.Dense(32, name="enc")(inputs)))}
 
 
 def pretrain(workdir: pathlib.Path):
@@ -77,11 +51,11 @@ def finetune_config(workdir: pathlib.Path, *, init_transform=None, model=None):
         import optax as optax_cfg
         from kauldron import kd as kd_cfg
 
-        from sections import s13_finetune as this
+        from sections.parts import finetune as finetune_cfg
 
     cfg = regression.get_config()
     cfg.workdir, cfg.num_train_steps = str(workdir), FINETUNE_STEPS
-    cfg.model = model or this.MLPNewHead(inputs="batch.x")
+    cfg.model = model or finetune_cfg.MLPNewHead(inputs="batch.x")
     cfg.optimizer = kd_cfg.optim.partial_updates(optax_cfg.adam(learning_rate=1e-2), mask=kd_cfg.optim.exclude("enc"))
     if init_transform is not None:
         cfg.init_transform = init_transform
@@ -124,9 +98,9 @@ def check_same_name_other_shape(lesson: Lesson, pretrained: pathlib.Path) -> Non
     with konfig.imports():
         from kauldron import kd as kd_cfg
 
-        from sections import s13_finetune as this
+        from sections.parts import finetune as finetune_cfg
 
-    resized = konfig.resolve(finetune_config(lesson.workdir / "resized", model=this.MLPResizedOut(inputs="batch.x"),
+    resized = konfig.resolve(finetune_config(lesson.workdir / "resized", model=finetune_cfg.MLPResizedOut(inputs="batch.x"),
                                              init_transform=kd_cfg.ckpts.SimpleCheckpointLoader(workdir=str(pretrained))))
     shape = resized.init_state().params["out"]["kernel"].shape
     lesson.check_equal(shape, (32, 1), "a 2-output head still named `out`, loaded by name: its kernel's shape")
@@ -141,7 +115,8 @@ def plot_losses(lesson: Lesson, curves: dict[str, dict[int, float]]) -> None:
 
 
 @section(13, "finetune", "Fine-tuning: start from a checkpoint, freeze part of the model", trains=True,
-         shows="SimpleCheckpointLoader loads a trained encoder into a new model; kd.optim freezes it; the head trains")
+         shows="SimpleCheckpointLoader loads a trained encoder into a new model; kd.optim freezes it; the head trains",
+         reference="https://kauldron.readthedocs.io/en/latest/checkpoint.html#partial-loading")
 def finetune_from_a_checkpoint(lesson: Lesson) -> str:
     with konfig.imports():
         from kauldron import kd as kd_cfg

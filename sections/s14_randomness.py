@@ -14,15 +14,11 @@ To see which values a loss or a metric can name by key path, list the Trainer's 
 to TensorBoard as `context_spec`).
 """
 
-import dataclasses
 
-import flax
-import flax.linen as nn
 import jax
-import jax.numpy as jnp
 import numpy as np
 from etils import etree
-from kauldron import kd, konfig, kontext
+from kauldron import konfig, kontext
 
 from configs import regression
 from sections.lesson import Lesson
@@ -32,48 +28,17 @@ from sections.shared import event_files, make_data, read_scalars
 STEPS = 50
 
 
-class DropoutMLP(nn.Module):
-    """The regression MLP with dropout after its encoder. It records the mode it ran in
-    as an intermediate, `interms.is_training[0]`, so that a metric can read it."""
-
-    inputs: kontext.Key = kontext.REQUIRED
-    hidden: int = 32
-    rate: float = 0.5
-    is_training = kd.nn.train_property()  # a property (no annotation), set by whoever applies the model
-
-    @nn.compact
-    def __call__(self, inputs):
-        h = nn.relu(nn.Dense(self.hidden, name="enc")(inputs))
-        h = kd.nn.Dropout(self.rate)(h)  # active only while training
-        self.sow("intermediates", "is_training", jnp.asarray(self.is_training, jnp.float32))
-        return {"y": nn.Dense(1, name="out")(h)}
-
-
-@dataclasses.dataclass(eq=True, frozen=True, kw_only=True)
-class Average(kd.metrics.Metric):
-    """The average of the values at a key path, over every batch seen."""
-
-    values: kontext.Key = kontext.REQUIRED
-
-    @flax.struct.dataclass
-    class State(kd.metrics.AverageState):
-        pass
-
-    def get_state(self, values) -> "Average.State":
-        return self.State.from_values(jnp.asarray(values, jnp.float32))
-
-
 def experiment(workdir, seed: int = 0, rate: float = 0.5):
     with konfig.imports():
         from kauldron import kd as kd_cfg
 
-        from sections import s14_randomness as this
+        from sections.parts import dropout as dropout_cfg
         from sections import shared as shared_cfg
 
     cfg = regression.get_config()
     cfg.workdir, cfg.seed, cfg.num_train_steps = str(workdir), seed, STEPS
-    cfg.model = this.DropoutMLP(inputs="batch.x", rate=rate)
-    cfg.train_metrics = {"is_training": this.Average(values="interms.is_training[0]")}
+    cfg.model = dropout_cfg.DropoutMLP(inputs="batch.x", rate=rate)
+    cfg.train_metrics = {"is_training": dropout_cfg.Average(values="interms.is_training[0]")}
     cfg.eval_ds = kd_cfg.data.InMemoryPipeline(loader=shared_cfg.make_loader("eval"), batch_size=32, num_epochs=1)
     cfg.evals = {"eval": kd_cfg.evals.Evaluator(run=kd_cfg.evals.EveryNSteps(STEPS))}  # the train losses and metrics
     return konfig.resolve(cfg)
@@ -142,7 +107,8 @@ def check_context_keys(lesson: Lesson, trainer) -> None:
 
 
 @section(14, "randomness", "Randomness and train/eval mode: RNG streams, dropout, who decides the mode", trains=True,
-         shows="RNG streams from the seed; dropout on in training, off in eval; the evaluator's mode; context key paths")
+         shows="RNG streams from the seed; dropout on in training, off in eval; the evaluator's mode; context key paths",
+         reference="https://kauldron.readthedocs.io/en/latest/eval.html#rng-streams")
 def randomness_and_modes(lesson: Lesson) -> str:
     runs = {}
     for name, seed in (("seed-0", 0), ("seed-0-again", 0), ("seed-1", 1)):

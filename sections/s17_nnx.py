@@ -15,13 +15,11 @@ losses and metrics as the Linen MLP. What a Linen user must know:
   each leaf wrapped in an `nnx.Param`.
 """
 
-import dataclasses
 
 import jax
 import numpy as np
 from flax import nnx
 from kauldron import kontext, konfig
-from kauldron.contrib.modules import knnx
 
 from configs import regression
 from sections.lesson import Lesson
@@ -32,33 +30,15 @@ STEPS = 300
 ENC_OUT = "interms.enc_out.value[0]"
 
 
-@dataclasses.dataclass(kw_only=True)
-class NnxMLP(knnx.KdNnxModule):
-    """Linear `enc` -> relu -> Linear `out`, the regression MLP in NNX."""
-
-    inputs: kontext.Key = kontext.REQUIRED  # the same kontext wiring as the Linen MLP
-    features: int = FEATURES
-    hidden: int = 32
-
-    def setup(self, rngs: nnx.Rngs | None = None):
-        self.enc = nnx.Linear(self.features, self.hidden, rngs=rngs)
-        self.out = nnx.Linear(self.hidden, 1, rngs=rngs)
-
-    def __call__(self, inputs):
-        h = self.enc(inputs)
-        self.sow(nnx.Intermediate, "enc_out", h)  # -> interms.enc_out.value[0]
-        return {"y": self.out(nnx.relu(h))}
-
-
 def experiment(workdir, seed: int = 0):
     with konfig.imports():
         from kauldron import kd as kd_cfg
 
-        from sections import s17_nnx as this
+        from sections.parts import nnx_mlp as nnx_cfg
 
     cfg = regression.get_config()
     cfg.workdir, cfg.num_train_steps, cfg.seed = str(workdir), STEPS, seed
-    cfg.model = this.NnxMLP(inputs="batch.x")
+    cfg.model = nnx_cfg.NnxMLP(inputs="batch.x")
     cfg.train_metrics["enc_norm"] = kd_cfg.metrics.Norm(tensor=ENC_OUT)  # the sown value, by key path
     return konfig.resolve(cfg)
 
@@ -90,7 +70,8 @@ def check_against_linen(lesson: Lesson, trainer, state) -> float:
 
 
 @section(17, "nnx", "A Flax NNX model, trained by the same Trainer", trains=True,
-         shows="the MLP written in NNX (kauldron.contrib knnx): same Trainer and losses, a sown value read by a metric")
+         shows="the MLP written in NNX (kauldron.contrib knnx): same Trainer and losses, a sown value read by a metric",
+         reference="https://kauldron.readthedocs.io/en/latest/nnx.html")
 def an_nnx_model(lesson: Lesson) -> str:
     workdir = lesson.workdir / "run"
     trainer = experiment(workdir)

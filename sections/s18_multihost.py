@@ -24,7 +24,6 @@ environment (not checked here). The workdir must be one path every host can writ
 Orbax writes each checkpoint once, with every process writing its own arrays.
 """
 
-import dataclasses
 import json
 import pathlib
 import re
@@ -55,22 +54,6 @@ TEACHES = re.compile(rf"^process \d+ of \d+: |Starting training loop at step \d+
 GLOO = re.compile(r"^\[Gloo\]", re.MULTILINE)
 # What the coordinator (process 0) prints, before it crashes, when its port is taken.
 PORT_TAKEN = re.compile(r"Failed to add port to server")
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class InMemoryRowsRecorded(kd.data.InMemoryPipeline):
-    """`kd.data.InMemoryPipeline` that also writes which rows of the data this process read
-    in its first batch to `record_dir/rows-process-<i>.json`. The batches are the same."""
-
-    record_dir: str
-
-    def iter(self):
-        for number, (rows, batch) in enumerate(zip(self.sampler, super().iter())):
-            if number == 0:
-                path = pathlib.Path(self.record_dir, f"rows-process-{jax.process_index()}.json")
-                path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_text(json.dumps(rows.tolist()))
-            yield batch
 
 
 def free_port() -> int:
@@ -209,7 +192,8 @@ def check_checkpoint(lesson: Lesson, job: pathlib.Path) -> None:
 
 
 @section(18, "multihost", "Past one machine: the same Trainer as one job of two JAX processes", trains=True, start_early=True,
-         shows="two JAX processes of 4 devices as one job: each reads half of every batch; one process's loss; one checkpoint")
+         shows="two JAX processes of 4 devices as one job: each reads half of every batch; one process's loss; one checkpoint",
+         reference="https://github.com/google-research/kauldron/blob/main/kauldron/xm/README.md")
 def two_processes_one_job(lesson: Lesson) -> str:
     job, reference_dir = lesson.workdir / "job", lesson.workdir / "reference"
     print(f"  starting 2 processes of one job, {DEVICES_PER_PROCESS} devices each; then the same experiment here,"
