@@ -1,5 +1,11 @@
-"""What a lesson works with: its own workdir, checks that record their claims, facts for
-the JSON results, and the data of a figure.
+"""What a lesson works with: its steps, its own workdir, checks that record their claims,
+facts for the JSON results, and the data of a figure.
+
+A lesson is a sequence of steps. `lesson.md("## Heading ...")` opens one: its prose
+(Markdown, a heading and why the step matters) is shown, and what the lesson prints and
+checks from then on belongs to that step, until the next `md`. The pages and the notebook
+split the lesson's source at the same calls (presenting/source.py), so the prose is
+written once, for the terminal, the page and the notebook alike.
 
 Every `check*` call records the claim it makes, passed or not, in the order made; a
 failed check raises `CheckFailed`, which fails the section. A check that can only be
@@ -11,9 +17,11 @@ behaviour may trip it.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import math
 import pathlib
-from typing import Any, Callable
+import sys
+from typing import Any, Callable, TextIO
 
 
 class LessonFailed(Exception):
@@ -41,23 +49,53 @@ class Panel:
 
 
 def _short(value: Any, limit: int = 120) -> str:
-    text = repr(value)
+    """A value's repr on one line, cut at `limit` characters."""
+    text = " ".join(repr(value).split())
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 class Lesson:
-    """What a section function gets: its own workdir, checks, and a place for facts and
-    for the data of a figure (drawn only with --plots)."""
+    """What a section function gets: its steps, its own workdir, checks, and a place for
+    facts and for the data of a figure (drawn only with --plots).
 
-    def __init__(self, workdir: pathlib.Path):
+    `shown`: where the prose and the check results are shown (the run's stdout; by default
+    whatever sys.stdout is when they are written, as in a notebook)."""
+
+    def __init__(self, workdir: pathlib.Path, shown: TextIO | None = None):
         self.workdir = workdir
+        self.shown = shown
+        self.steps: list[dict[str, str]] = []  # {"heading", "printed"}, in order
         self.facts: dict[str, Any] = {}
         self.checks: list[dict[str, Any]] = []
+        self.skipped_checks: list[dict[str, Any]] = []  # claims this run could not check, and why
         self.figure: tuple[str, list[Panel]] | None = None
+        self.figure_step: int | None = None
+
+    def md(self, prose: str) -> None:
+        """Opens a step: `prose` is Markdown whose first line is its `## heading`."""
+        text = inspect.cleandoc(prose)
+        heading = text.splitlines()[0].lstrip("#").strip() if text else ""
+        self.steps.append({"heading": heading, "printed": ""})
+        self._show("\n" + "\n".join(f"  {line}".rstrip() for line in text.splitlines()) + "\n\n")
+
+    @property
+    def step(self) -> str | None:
+        """The heading of the step the lesson is in (None before the first)."""
+        return self.steps[-1]["heading"] if self.steps else None
+
+    def record_output(self, text: str) -> None:
+        """What the lesson's code printed, kept with the step it printed it in."""
+        if not self.steps:
+            self.steps.append({"heading": "", "printed": ""})
+        self.steps[-1]["printed"] += text
+
+    def _show(self, text: str) -> None:
+        (self.shown or sys.stdout).write(text)
 
     def plot(self, title: str, *panels: Panel) -> None:
         """Records the section's figure: data only, so matplotlib stays optional."""
         self.figure = (title, list(panels))
+        self.figure_step = len(self.steps) - 1 if self.steps else None
 
     def fact(self, name: str, value: Any) -> Any:
         """Records a verified value for the JSON results, and returns it."""
@@ -68,9 +106,18 @@ class Lesson:
         entry = {"claim": claim, "passed": bool(passed)}
         if internal:
             entry["internal"] = True
+        if self.steps:
+            entry["step"] = len(self.steps) - 1
         self.checks.append(entry)
+        self._show(f"  {'✔' if passed else '✘ FAILED:'} {claim}{' (internal)' if internal else ''}\n")
         if not passed:
             raise CheckFailed(failure)
+
+    def skip_check(self, claim: str, why: str) -> None:
+        """A claim this run cannot check (`why` says what stands in the way): shown and
+        recorded apart from the checks, neither passed nor failed."""
+        self.skipped_checks.append({"claim": claim, "why": why, "step": len(self.steps) - 1})
+        self._show(f"  - not checked here: {claim} ({why})\n")
 
     def check(self, condition: Any, claim: str, *, internal: bool = False) -> None:
         """`claim` is a sentence that is true when `condition` is."""

@@ -5,9 +5,10 @@ The catalog is read from those decorators with `ast`, without importing anything
 run imports only the modules of the sections it selected (`kontext` alone must not pay
 for TensorFlow, which `kd.train` imports).
 
-A section function takes a `Lesson` (sections/lesson.py), prints what it teaches, checks
-every claim with `lesson.check*` (each check is recorded; a failed one fails the section)
-and returns a one-line summary built from the values it measured.
+A section function takes a `Lesson` (sections/lesson.py) and tells its lesson in steps
+(`lesson.md`): each step's code prints values and checks every claim of the step with
+`lesson.check*` (each check is recorded; a failed one fails the section, naming the step).
+It returns a one-line summary built from the values it measured.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ class SectionInfo:
     # Whether, with --jobs, it starts before the others: a long lesson that works mostly in
     # processes of its own, which then overlap with the rest.
     start_early: bool = False
+    reference: str | None = None  # the page of Kauldron's own docs on the topic
 
 
 class SelectionError(ValueError):
@@ -70,13 +72,19 @@ class SectionResult:
     # "expected" (a LessonFailed) means the message says it all.
     error: dict[str, str] | None = None
     plots: list[str] = dataclasses.field(default_factory=list)  # PNG files written
-    printed: str = ""  # what the lesson printed after its text
-    # The lesson's figure, (title, panels), for whoever draws it; not part of the JSON.
+    # The lesson's steps in order, {"heading", "printed"}: what its code printed in each.
+    steps: list[dict[str, str]] = dataclasses.field(default_factory=list)
+    # Claims this run could not check, {"claim", "why", "step"}: neither passed nor failed.
+    skipped_checks: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    # The lesson's figure, (title, panels), for whoever draws it; in the JSON only its
+    # title and the step it belongs to.
     figure: tuple[str, list] | None = None
+    figure_step: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         found = dataclasses.asdict(self)
-        del found["figure"]
+        figure = found.pop("figure")
+        found["figure_title"] = figure[0] if figure else None
         return found
 
     @property
@@ -89,17 +97,18 @@ _FUNCTIONS: dict[str, Callable[[Lesson], str]] = {}
 
 
 def section(number: int, slug: str, title: str, *, shows: str, trains: bool = False,
-            start_early: bool = False):
+            start_early: bool = False, reference: str | None = None):
     """Registers a lesson. Arguments must be literals: the catalog reads them with ast.
     `shows`: what the lesson shows, in a line; `trains`: whether it trains a model;
     `start_early`: whether, with --jobs, it starts before the others (a long lesson that
-    works mostly in processes of its own)."""
+    works mostly in processes of its own); `reference`: the page of Kauldron's own docs on
+    the topic."""
 
     def register(fn: Callable[[Lesson], str]) -> Callable[[Lesson], str]:
         # The same section defined again (a notebook cell, then its module imported by a
         # config) replaces itself; two sections sharing a slug are an error.
         earlier = getattr(_FUNCTIONS.get(slug), "section_info", None)
-        info = (number, slug, title, shows, trains, start_early)
+        info = (number, slug, title, shows, trains, start_early, reference)
         if earlier is not None and earlier != info:
             raise ValueError(f"section {slug!r} is registered twice")
         fn.section_info = info
@@ -118,7 +127,7 @@ def lesson_function(slug: str) -> Callable[[Lesson], str]:
 
 
 def _decorator_arguments(tree: ast.Module) -> list[tuple[Any, ...]]:
-    """The (number, slug, title, shows, trains, start_early) of every `@section(...)`."""
+    """The (number, slug, title, shows, trains, start_early, reference) of every `@section(...)`."""
     found = []
     for node in ast.walk(tree):
         if not isinstance(node, ast.FunctionDef):
@@ -130,7 +139,7 @@ def _decorator_arguments(tree: ast.Module) -> list[tuple[Any, ...]]:
             kwargs = {k.arg: ast.literal_eval(k.value) for k in deco.keywords}
             number, slug, title = (args + [kwargs.get(k) for k in ("number", "slug", "title")])[:3]
             found.append((number, slug, title, kwargs["shows"], bool(kwargs.get("trains", False)),
-                          bool(kwargs.get("start_early", False))))
+                          bool(kwargs.get("start_early", False)), kwargs.get("reference")))
     return found
 
 
@@ -138,8 +147,8 @@ def catalog() -> list[SectionInfo]:
     """Every section, in number order, read from the section files without importing them."""
     infos = []
     for path in sorted(SECTIONS_DIR.glob(SECTION_FILES)):
-        for number, slug, title, shows, trains, starts in _decorator_arguments(ast.parse(path.read_text())):
-            infos.append(SectionInfo(number, slug, title, shows, trains, f"sections.{path.stem}", starts))
+        for number, slug, title, shows, trains, starts, reference in _decorator_arguments(ast.parse(path.read_text())):
+            infos.append(SectionInfo(number, slug, title, shows, trains, f"sections.{path.stem}", starts, reference))
     infos.sort(key=lambda info: info.number)
     for key in ("number", "slug"):
         values = [getattr(info, key) for info in infos]
@@ -246,27 +255,28 @@ def plotting_available() -> bool:
 
 
 def run(info: SectionInfo, workdir: pathlib.Path) -> SectionResult:
-    """Imports the section's module, prints its text, runs its lesson in `workdir`, and
-    records the outcome, with what the lesson printed (shown as it comes, too) and the
-    data of its figure, if any.
+    """Imports the section's module, prints its introduction, runs its lesson in
+    `workdir`, and records the outcome: each step's output (shown as it comes, too), the
+    checks, and the data of its figure, if any. A failure names the step it happened in.
 
     KeyboardInterrupt is not caught: the driver handles it for the whole run.
     """
     start = time.perf_counter()
-    lesson = Lesson(workdir)
+    lesson = Lesson(workdir, shown=sys.stdout)
     status, summary, error = "passed", "", None
-    printed = io.StringIO()
     try:
         lesson.workdir.mkdir(parents=True, exist_ok=True)
         module = importlib.import_module(info.module)
-        print(textwrap.indent(lesson_text(module), "  ") + "\n")
-        with contextlib.redirect_stdout(_Both(sys.stdout, printed)):
+        print(textwrap.indent(lesson_text(module), "  "))
+        with contextlib.redirect_stdout(_StepOutput(sys.stdout, lesson)):
             summary = _teach(info, lesson)
     except SkipSection as e:
         status, summary = "skipped", str(e)
     except Exception as e:  # noqa: BLE001 - one section's failure never stops the run
         status, error = "failed", _error(e)
-        summary = f"{error['type']}: {error['message']}"
+        error["step"] = lesson.step
+        where = f'in step "{lesson.step}": ' if lesson.step else ""
+        summary = f"{where}{error['type']}: {error['message']}"
     seconds = round(time.perf_counter() - start, 3)
     from sections import runtime
 
@@ -281,20 +291,33 @@ def run(info: SectionInfo, workdir: pathlib.Path) -> SectionResult:
         facts=lesson.facts,
         checks=lesson.checks,
         error=error,
-        printed=printed.getvalue(),
+        steps=lesson.steps,
+        skipped_checks=lesson.skipped_checks,
         figure=lesson.figure,
+        figure_step=lesson.figure_step,
     )
 
 
-class _Both(io.TextIOBase):
-    """Writes to two streams: the lesson's output is shown as it comes and also recorded."""
+class _StepOutput(io.TextIOBase):
+    """The lesson's stdout: what its code prints is shown as it comes, indented under the
+    step's prose, and recorded in the step it was printed in."""
 
-    def __init__(self, shown, recorded):
-        self.shown, self.recorded = shown, recorded
+    INDENT = "    "
+
+    def __init__(self, shown, lesson: Lesson):
+        self.shown, self.lesson = shown, lesson
+        self.at_line_start = True
 
     def write(self, text: str) -> int:
-        self.recorded.write(text)
-        return self.shown.write(text)
+        self.lesson.record_output(text)
+        indented = []
+        for line in text.splitlines(keepends=True):
+            if self.at_line_start and line.strip():
+                line = self.INDENT + line
+            indented.append(line)
+            self.at_line_start = line.endswith("\n")
+        self.shown.write("".join(indented))
+        return len(text)
 
     def flush(self) -> None:
         self.shown.flush()

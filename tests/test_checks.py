@@ -52,12 +52,68 @@ def test_a_check_made_to_fail_in_a_real_section_shows_in_the_json(monkeypatch, t
     assert status == 1
     (section,) = json.loads((tmp_path / "r.json").read_text())["sections"]
     assert section["status"] == "failed"
+    heading = "A key path reaches into dicts, lists and attributes"
     assert section["checks"][-1] == {
-        "claim": "get_by_path(context, 'batch.image') returns that very array, not a copy", "passed": False}
+        "claim": "get_by_path(context, 'batch.image') returns that very array, not a copy", "passed": False, "step": 0}
     assert section["error"]["message"].startswith("not true: get_by_path(context, 'batch.image')")
+    assert section["error"]["step"] == heading
+    assert section["summary"].startswith(f'in step "{heading}": CheckFailed: not true: ')
     out = capsys.readouterr().out
-    assert "-> FAILED (" in out and "1 check, 1 failed)" in out
+    assert "-> FAILED (" in out and f'1 check, 1 failed): in step "{heading}"' in out
+    assert "✘ FAILED: get_by_path(context, 'batch.image')" in out
     assert "0 passed, 1 failed, 0 skipped; 1 check, 1 failed in" in out
+
+
+def test_a_lesson_is_told_in_steps_each_holding_what_it_printed_and_checked(tmp_path, capsys):
+    lesson = Lesson(tmp_path)
+    lesson.md("""
+        ## First step
+
+        Why it matters.
+        """)
+    print("printed in the first step")
+    lesson.check(True, "a claim of the first step")
+    lesson.md("## Second step\n\nMore prose.")
+    print("printed in the second")
+    lesson.check_equal(2, 2, "a claim of the second step")
+    lesson.skip_check("a claim this run cannot make", "why not")
+    assert lesson.steps == [{"heading": "First step", "printed": ""}, {"heading": "Second step", "printed": ""}]
+    assert [check["step"] for check in lesson.checks] == [0, 1]
+    assert lesson.skipped_checks == [{"claim": "a claim this run cannot make", "why": "why not", "step": 1}]
+    shown = capsys.readouterr().out  # a Lesson alone shows everything on stdout, as a notebook cell does
+    assert shown.index("## First step") < shown.index("✔ a claim of the first step") < shown.index("## Second step")
+    assert "- not checked here: a claim this run cannot make (why not)" in shown
+
+
+def test_what_a_lesson_prints_is_recorded_in_its_step_and_shown_indented(tmp_path, capsys):
+    """registry.run: the prose unindented by two, the code's output by four, then the result."""
+    import sys
+    import types
+
+    module = types.ModuleType("sections.s99_fake")
+    module.__doc__ = "A fake lesson.\n\nIts introduction."
+
+    @registry.section(99, "fake", "A fake lesson", shows="nothing")
+    def fake(lesson):
+        lesson.md("## One\n\nWhy.")
+        print("a value")
+        lesson.md("## Two\n\nWhy again.")
+        print("another value")
+        lesson.check(False, "a false claim")
+
+    sys.modules[module.__name__] = module
+    try:
+        info = registry.SectionInfo(99, "fake", "A fake lesson", "nothing", False, module.__name__)
+        result = registry.run(info, tmp_path / "fake")
+    finally:
+        del sys.modules[module.__name__]
+        registry._FUNCTIONS.pop("fake")
+    assert result.steps == [{"heading": "One", "printed": "a value\n"}, {"heading": "Two", "printed": "another value\n"}]
+    assert result.status == "failed" and result.error["step"] == "Two"
+    assert result.summary == 'in step "Two": CheckFailed: not true: a false claim'
+    shown = capsys.readouterr().out
+    assert "  Its introduction.\n" in shown and "  ## One\n" in shown and "\n    a value\n" in shown
+    assert "  ✘ FAILED: a false claim\n" in shown
 
 
 def test_every_lesson_says_what_it_shows_in_a_line():

@@ -114,9 +114,11 @@ def test_json_schema(tutorial):
     assert [set(fix) >= {"name", "applied", "reason"} for fix in r["compat"]] == [True]
     for s in r["sections"]:
         assert set(s) >= {"number", "slug", "title", "status", "seconds", "summary", "facts", "checks", "error",
-                          "plots", "printed"}
-        assert s["status"] == "passed" and s["error"] is None and s["facts"] and s["printed"]
-        assert s["checks"] and all(set(c) <= {"claim", "passed", "internal"} and c["passed"] for c in s["checks"])
+                          "plots", "steps", "skipped_checks", "figure_title", "figure_step"}
+        assert s["status"] == "passed" and s["error"] is None and s["facts"]
+        assert len(s["steps"]) >= 3 and all(set(step) == {"heading", "printed"} and step["heading"] for step in s["steps"])
+        assert s["checks"] and all(set(c) <= {"claim", "passed", "internal", "step"} and c["passed"] for c in s["checks"])
+        assert [c["step"] for c in s["checks"]] == sorted(c["step"] for c in s["checks"])  # in step order
     assert r["totals"]["passed"] == 2
     assert r["totals"]["failed"] == r["totals"]["skipped"] == r["totals"]["failed_checks"] == 0
     assert r["totals"]["checks"] == sum(len(s["checks"]) for s in r["sections"])
