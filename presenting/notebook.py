@@ -1,10 +1,12 @@
 """The tutorial as a Jupyter notebook, built with nbformat.
 
-A setup cell (the install line, the compat fixes, a fresh workdir), then for each section
-a markdown cell with its lesson, a code cell with the section's own code (its module,
-without the docstring the markdown already shows) and a code cell that runs it. The
-notebook imports `sections` and `compat` from this repository, so it runs wherever the
-repository is; the setup cell says where it expects it.
+A setup cell (the install line, the compat fixes, a fresh workdir), then for each section:
+a markdown cell with its title and introduction; a code cell with its imports, the parts it
+defines and the helpers it checks itself with, which gives it a `lesson` of its own; then
+one markdown cell and one code cell per step of the lesson (its prose; its code, checks
+included); and a last cell that says it passed. The notebook imports `sections` and
+`compat` from this repository, so it runs wherever the repository is; the setup cell says
+where it expects it.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import pathlib
 import nbformat
 from nbformat import v4
 
-from presenting.source import ROOT, lesson_prose, section_code, section_file
+from presenting.source import ROOT, read_lesson, section_file
 from sections import registry
 
 INTRO = """# Kauldron, section by section
@@ -49,15 +51,17 @@ for fix in compat.reports(settle=True):
     print(f"compat {{fix.line()}}")
 print(f"workdir: {{WORKDIR}}")'''
 
-RUN = '''workdir = WORKDIR / {workdir}
-workdir.mkdir(exist_ok=True)
-lesson = Lesson(workdir)
-summary = registry.lesson_function({slug})(lesson)  # a failed check raises here
-print(f"-> passed ({{len(lesson.checks)}} checks): {{summary}}")'''
+LESSON = '''# The lesson's own workdir; its checks raise in the cell where a claim does not hold.
+lesson = Lesson(WORKDIR / {workdir})
+lesson.workdir.mkdir(exist_ok=True)'''
+
+PASSED = 'print(f"-> passed ({{len(lesson.checks)}} checks):", {title})'
 
 
-def lesson_markdown(info: registry.SectionInfo, path: pathlib.Path) -> str:
-    return f"## {info.number}. {info.title}\n\n{lesson_prose(path)}".rstrip()
+def demoted(prose: str) -> str:
+    """A step's prose one heading level down: in the notebook a section's title is `##`."""
+    heading, _, rest = prose.partition("\n")
+    return ("#" + heading if heading.startswith("#") else heading) + ("\n" + rest if rest else "")
 
 
 def build(infos: list[registry.SectionInfo]) -> nbformat.NotebookNode:
@@ -67,10 +71,17 @@ def build(infos: list[registry.SectionInfo]) -> nbformat.NotebookNode:
     nb.cells.append(v4.new_markdown_cell(INTRO.format(root=ROOT)))
     nb.cells.append(v4.new_code_cell(SETUP.format(root=json.dumps(str(ROOT)))))
     for info in infos:
-        path = section_file(info.module)
-        nb.cells.append(v4.new_markdown_cell(lesson_markdown(info, path)))
-        nb.cells.append(v4.new_code_cell(section_code(path)))
-        nb.cells.append(v4.new_code_cell(RUN.format(workdir=json.dumps(registry.file_stem(info.number, info.slug)), slug=json.dumps(info.slug))))
+        lesson = read_lesson(section_file(info.module))
+        nb.cells.append(v4.new_markdown_cell(f"## {info.number}. {info.title}\n\n{lesson.intro}".rstrip()))
+        workdir = json.dumps(registry.file_stem(info.number, info.slug))
+        parts = [lesson.setup, "# How this lesson checks itself (used by the steps below)\n" + lesson.helpers
+                 if lesson.helpers else "", LESSON.format(workdir=workdir)]
+        nb.cells.append(v4.new_code_cell("\n\n\n".join(part for part in parts if part)))
+        for step in lesson.steps:
+            nb.cells.append(v4.new_markdown_cell(demoted(step.prose)))
+            if step.runnable:
+                nb.cells.append(v4.new_code_cell(step.runnable))
+        nb.cells.append(v4.new_code_cell(PASSED.format(title=repr(f"{info.number}. {info.title}"))))
     nbformat.validate(nb)
     return nb
 

@@ -7,6 +7,8 @@ import pathlib
 
 from sections.lesson import Panel
 
+SPARSE = 30  # a curve of at most this many points is drawn with a marker at each
+
 
 def draw(title: str, panels: list[Panel], path: pathlib.Path) -> None:
     import matplotlib
@@ -17,7 +19,8 @@ def draw(title: str, panels: list[Panel], path: pathlib.Path) -> None:
     fig, axes = plt.subplots(1, len(panels), figsize=(max(7.5, 5.5 * len(panels)), 4), squeeze=False)
     for ax, panel in zip(axes[0], panels):
         for label, (xs, ys) in panel.lines.items():
-            ax.plot(xs, ys, label=label)
+            # A curve of a few points shows where they are: the line between them is a guess.
+            ax.plot(xs, ys, label=label, marker="o" if len(xs) <= SPARSE else None, markersize=4)
         if panel.bars:
             labels = list(panel.bars)
             ax.barh(range(len(labels)), list(panel.bars.values()), color="tab:blue")

@@ -1,12 +1,13 @@
-"""The results of a run as pages to read: a static HTML site (`--html DIR`) or Markdown
-(`--markdown DIR`, what code hosts display; the copy in docs/ is one).
+"""The results of a run as pages to read: Markdown (`--markdown DIR`, what code hosts
+display; the copy in docs/ is one) or a static HTML site (`--html DIR`).
 
-Each section's page holds its lesson (the module's docstring, which is Markdown), its code
-with the docstring cut (as in the notebook), the output it printed, its figure and every
-check it made, passed or failed; the index lists the sections with their status, seconds
-and checks, and the versions the run used. Everything comes from the run's results and the
-section files, read without importing them. The HTML has no scripts and loads nothing from
-the network: styles are inline, figures are files beside the pages.
+A section's page tells its lesson step by step, as the file does: the introduction and
+setup, then for each step its prose, its code, what that code printed and the checks it
+made; the helpers the lesson checks itself with, and the config files it uses, are folded
+under the steps. The index says what Kauldron and this tutorial are, then lists the
+sections. Both are written once, as Markdown (templates/*.md.j2); the HTML pages are that
+Markdown converted, with no scripts and nothing loaded from the network (styles inline,
+figures beside the pages).
 """
 
 from __future__ import annotations
@@ -17,14 +18,21 @@ import pathlib
 
 import jinja2
 import markdown
-import pygments
 from pygments.formatters import HtmlFormatter
-from pygments.lexers import PythonLexer
 
-from presenting.source import lesson_prose, section_code
-from sections.registry import file_stem
+from presenting.source import ROOT, read_lesson, section_file
+from sections.registry import SectionInfo, file_stem
 
 FIGURES = "figures"  # the pages' figures, in this subdirectory of the site
+FOLD_OVER = 25  # a code or output block longer than this many lines is folded away
+# The index's reading path: (what a group of sections teaches, their numbers).
+READING_PATH = [
+    ("The glue: configs, references and key paths", [1, 2, 3]),
+    ("Shapes, losses and metrics", [4, 5]),
+    ("Training: the Trainer, sweeps, seeds, evaluation and checkpoints", [6, 7, 8, 9]),
+    ("Running it for real: the command line, devices, data, fine-tuning, randomness, "
+     "evaluation, export, NNX, several processes", list(range(10, 19))),
+]
 
 
 def source_hash(path: pathlib.Path) -> str:
@@ -36,15 +44,36 @@ def page_name(section: dict, suffix: str) -> str:
     return file_stem(section["number"], section["slug"]) + suffix
 
 
-def pages(report: dict, files: dict[str, pathlib.Path]) -> list[dict]:
-    """What each page shows: the section's results, with its lesson, code and source hash."""
-    found = []
-    for section in report["sections"]:
-        path = files[section["slug"]]
-        found.append({**section, "lesson": lesson_prose(path), "code": section_code(path),
-                      "source": str(path.relative_to(path.parents[1])), "source_sha256": source_hash(path),
-                      "figure": f"{FIGURES}/{page_name(section, '.png')}" if section["plots"] else None})
-    return found
+def without_machine_paths(text: str, workdir: str, stem: str) -> str:
+    """Printed output as a page shows it: the lesson's workdir is WORKDIR, the run's RUN,
+    the repository `.`: the reader's machine is not the one that ran it."""
+    for path, shown in ((f"{workdir}/{stem}", "WORKDIR"), (workdir, "RUN"), (str(ROOT), ".")):
+        text = text.replace(path, shown)
+    return text
+
+
+def page(section: dict, info: SectionInfo, report: dict) -> dict:
+    """What a section's page shows: its lesson read from the file, step by step, with what
+    each step printed and checked in this run."""
+    path = section_file(info.module)
+    lesson = read_lesson(path)
+    stem = file_stem(section["number"], section["slug"])
+    ran = section.get("steps", [])
+    steps = []
+    for index, step in enumerate(lesson.steps):
+        steps.append({
+            "prose": step.prose, "code": step.code, "reached": index < len(ran),
+            "printed": without_machine_paths(ran[index]["printed"], report["workdir"], stem).strip("\n")
+            if index < len(ran) else "",
+            "checks": [c for c in section["checks"] if c.get("step") == index],
+            "skipped_checks": [c for c in section.get("skipped_checks", []) if c.get("step") == index],
+            "figure": f"{FIGURES}/{stem}.png" if section["plots"] and section.get("figure_step") == index else None,
+        })
+    return {**section, "steps_reached": len(ran), "intro": lesson.intro, "setup": lesson.shown_setup, "steps": steps,
+            "helpers": lesson.helpers, "reference": info.reference, "shows": info.shows,
+            "shared_parts": lesson.shared_parts,
+            "configs": [(str(p.relative_to(ROOT)), p.read_text().strip("\n")) for p in lesson.configs],
+            "source": str(path.relative_to(ROOT)), "source_sha256": source_hash(path)}
 
 
 def copy_figures(report: dict, site: pathlib.Path) -> None:
@@ -57,32 +86,70 @@ def copy_figures(report: dict, site: pathlib.Path) -> None:
                 target.write_bytes(drawn.read_bytes())
 
 
+def block(text: str, language: str, summary: str) -> str:
+    """A fenced block, folded under `summary` when it is longer than FOLD_OVER lines."""
+    if text.count("\n") + 1 <= FOLD_OVER:
+        return f"```{language}\n{text}\n```"
+    return folded(text, language, summary)
+
+
+def folded(text: str, language: str, summary: str) -> str:
+    """A fenced block, always folded under `summary`."""
+    return f'<details markdown="1">\n<summary>{summary}</summary>\n\n```{language}\n{text}\n```\n\n</details>'
+
+
+def reference_name(url: str) -> str:
+    """How the index names a page of Kauldron's docs: `eval: training`, `GitHub: main.py`."""
+    if "github.com" in url:
+        return "GitHub: " + url.split("/main/", 1)[1].removesuffix("/README.md")
+    page, _, anchor = url.rsplit("/", 1)[1].partition("#")
+    return page.removesuffix(".html") + (f": {anchor.replace('-', ' ')}" if anchor else "")
+
+
 def _environment() -> jinja2.Environment:
-    env = jinja2.Environment(loader=jinja2.PackageLoader("presenting", "templates"),
-                             autoescape=jinja2.select_autoescape(["html.j2"]), keep_trailing_newline=True,
-                             trim_blocks=True, lstrip_blocks=True)
-    env.filters["markdown"] = lambda text: markdown.markdown(text, extensions=["fenced_code", "tables"])
-    env.filters["python"] = lambda code: pygments.highlight(code, PythonLexer(), HtmlFormatter(cssclass="code"))
+    env = jinja2.Environment(loader=jinja2.PackageLoader("presenting", "templates"), autoescape=False,
+                             keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True)
+    env.filters["block"] = block
+    env.filters["folded"] = folded
+    env.filters["reference_name"] = reference_name
     return env
 
 
-def write(report: dict, files: dict[str, pathlib.Path], site: pathlib.Path, kind: str) -> list[pathlib.Path]:
-    """Writes the index and one page per section into `site` as "html" or "markdown";
-    returns the files written."""
+def to_html(body: str) -> str:
+    return markdown.markdown(body, extensions=["fenced_code", "tables", "md_in_html", "codehilite"],
+                             extension_configs={"codehilite": {"guess_lang": False}})
+
+
+def write(report: dict, infos: list[SectionInfo], site: pathlib.Path, kind: str,
+          run_command: str) -> list[pathlib.Path]:
+    """Writes the index and one page per section into `site` as "markdown" or "html";
+    returns the files written. `run_command`: the README's command that sets up and runs
+    the tutorial, which the index shows."""
     suffix = {"html": ".html", "markdown": ".md"}[kind]
     env = _environment()
     site.mkdir(parents=True, exist_ok=True)
     copy_figures(report, site)
-    context = {"report": report, "pages": pages(report, files), "suffix": suffix, "page_name": page_name,
-               "date": datetime.date.today().isoformat(),
-               "style": HtmlFormatter(cssclass="code").get_style_defs(".code")}
-    written = []
-    index = site / f"index{suffix}"
-    index.write_text(env.get_template(f"index{suffix}.j2").render(context))
-    written.append(index)
-    template = env.get_template(f"section{suffix}.j2")
-    for page in context["pages"]:
-        path = site / page_name(page, suffix)
-        path.write_text(template.render(context, page=page))
+    by_slug = {info.slug: info for info in infos}
+    pages = [page(section, by_slug[section["slug"]], report) for section in report["sections"]]
+    context = {"report": report, "pages": pages, "suffix": suffix, "page_name": page_name,
+               "reading_path": READING_PATH, "run_command": run_command,
+               "date": datetime.date.today().isoformat()}
+    html = env.get_template("page.html.j2")
+    style = HtmlFormatter(cssclass="codehilite").get_style_defs(".codehilite")
+
+    def write_page(path: pathlib.Path, template: str, title: str, **extra) -> None:
+        body = env.get_template(template).render(context, **extra)
+        if kind == "html":
+            body = html.render(title=title, body=to_html(body.split("-->", 1)[1] if body.startswith("<!--") else body),
+                               style=style, comment=body.split("-->", 1)[0] + "-->" if body.startswith("<!--") else "")
+        path.write_text(body)
+
+    written = [site / f"index{suffix}"]
+    write_page(written[0], "index.md.j2", "Kauldron, section by section")
+    for number, shown in enumerate(pages):
+        path = site / page_name(shown, suffix)
+        write_page(path, "section.md.j2", f"{shown['number']}. {shown['title']}", page=shown,
+                   previous=pages[number - 1] if number else None,
+                   next=pages[number + 1] if number + 1 < len(pages) else None)
         written.append(path)
     return written

@@ -1,14 +1,60 @@
-"""What a section file holds, read without importing it (importing would pull in Kauldron):
-its lesson, the module docstring, and its code."""
+"""What a section file holds, read without importing it (importing would pull in Kauldron).
+
+A section file tells its lesson top to bottom: the module docstring (the title, then an
+introduction), the imports and the parts the lesson defines, then the `@section` lesson
+function, a sequence of steps each opened by `lesson.md(...)`, then the helpers the
+lesson uses to check itself. `read_lesson` splits the file at those places with `ast`, so
+the page and the notebook show the same prose and code the terminal runs.
+"""
 
 from __future__ import annotations
 
 import ast
+import dataclasses
+import inspect
 import pathlib
+import re
+import textwrap
 
 from sections import registry
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+# Calls on the lesson that record a claim, a fact or a figure, and calls of helpers given
+# the lesson (they check with it): on a page the checks are listed after the step's output,
+# so the code shows what the lesson does, not its bookkeeping.
+BOOKKEEPING = {"check", "check_equal", "check_close", "check_raises", "skip_check", "fact", "plot"}
+# Imports of the tutorial's own machinery, which a page leaves out of the code it shows.
+MACHINERY = re.compile(r"^from sections\.(lesson|registry|children|kept_checkpoints) import .*$")
+
+
+class LessonSourceError(ValueError):
+    """A section file that does not have the shape of a lesson (the message says where)."""
+
+
+@dataclasses.dataclass
+class Step:
+    heading: str
+    prose: str  # Markdown: the heading line, then why the step matters
+    code: str  # what a page shows: the step's code without its bookkeeping
+    runnable: str  # what a notebook runs: the step's code with its checks
+
+
+@dataclasses.dataclass
+class LessonSource:
+    path: pathlib.Path
+    intro: str  # the module docstring without its first line (the title)
+    setup: str  # the imports and the parts the lesson defines, above the lesson function
+    steps: list[Step]
+    helpers: str  # below the lesson function: how the lesson checks itself
+    configs: list[pathlib.Path]  # the config files the section imports (configs/*.py)
+    shared_parts: list[tuple[str, str]]  # (name, source) of the classes it imports from sections/shared.py
+
+    @property
+    def shown_setup(self) -> str:
+        """The setup as a page shows it: without the tutorial's own machinery."""
+        lines = [line for line in self.setup.splitlines() if not MACHINERY.match(line)]
+        return _trimmed("\n".join(lines))
 
 
 def section_file(module: str) -> pathlib.Path:
@@ -21,19 +67,118 @@ def lesson_prose(path: pathlib.Path) -> str:
     return registry.without_title(ast.get_docstring(ast.parse(path.read_text()), clean=False) or "")
 
 
-def section_code(path: pathlib.Path) -> str:
-    """A section module's code: without its docstring (shown as the lesson) and without an
-    `if __name__ == "__main__":` block (in a notebook that is true)."""
+def _trimmed(code: str) -> str:
+    """Dedented, without blank lines at either end."""
+    return textwrap.dedent(code).strip("\n")
+
+
+def _lesson_call(node: ast.AST, names: set[str]) -> bool:
+    """Whether `node` is a statement `lesson.<name>(...)` with name in `names`."""
+    return (isinstance(node, ast.Expr) and isinstance(node.value, ast.Call)
+            and isinstance(node.value.func, ast.Attribute) and node.value.func.attr in names
+            and getattr(node.value.func.value, "id", None) == "lesson")
+
+
+def _bookkeeping(node: ast.AST) -> bool:
+    """Whether `node` is a statement that records checks, facts or a figure: a call of
+    `lesson.check*`, `.fact` or `.plot`, or of a helper given the lesson (`helper(lesson, ...)`),
+    or a loop or block that does nothing else."""
+    if _lesson_call(node, BOOKKEEPING):
+        return True
+    if isinstance(node, (ast.For, ast.While, ast.If, ast.With)):
+        return all(_bookkeeping(inner) for inner in node.body + getattr(node, "orelse", []))
+    return (isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) and bool(node.value.args)
+            and getattr(node.value.args[0], "id", None) == "lesson")
+
+
+def _lesson_function(tree: ast.Module, path: pathlib.Path) -> ast.FunctionDef:
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and any(
+                isinstance(d, ast.Call) and getattr(d.func, "id", None) == "section" for d in node.decorator_list):
+            return node
+    raise LessonSourceError(f"{path.name}: no @section function")
+
+
+def _step_code(lines: list[str], statements: list[ast.stmt], *, shown: bool) -> str:
+    """The source lines of `statements` (comments between them included); for a page
+    (`shown`) without the bookkeeping calls, at any depth."""
+    if not statements:
+        return ""
+    first, last = statements[0], statements[-1]
+    start = min([first.lineno] + [d.lineno for d in getattr(first, "decorator_list", [])])
+    dropped: set[int] = set()
+    if shown:
+        for statement in statements:
+            for node in ast.walk(statement):
+                if _bookkeeping(node):
+                    dropped.update(range(node.lineno, node.end_lineno + 1))
+    kept = [lines[n - 1] for n in range(start, last.end_lineno + 1) if n not in dropped]
+    return _trimmed("\n".join(kept))
+
+
+def read_lesson(path: pathlib.Path) -> LessonSource:
+    """Splits a section file into its introduction, setup, steps and helpers."""
     source = path.read_text()
     tree = ast.parse(source)
     lines = source.splitlines()
-    drop: set[int] = set()
-    for node in tree.body:
-        is_docstring = (node is tree.body[0] and isinstance(node, ast.Expr)
-                        and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str))
-        is_main_block = (isinstance(node, ast.If) and isinstance(node.test, ast.Compare)
-                         and getattr(node.test.left, "id", None) == "__name__")
-        if is_docstring or is_main_block:
-            drop.update(range(node.lineno - 1, node.end_lineno))
-    kept = [line for number, line in enumerate(lines) if number not in drop]
-    return "\n".join(kept).strip("\n")
+    function = _lesson_function(tree, path)
+    params = [a.arg for a in function.args.args]
+    if params != ["lesson"]:
+        raise LessonSourceError(f"{path.name}: the lesson function must take one argument, `lesson`")
+
+    body = list(function.body)
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+        body = body[1:]  # a docstring
+    if body and isinstance(body[-1], ast.Return):
+        body = body[:-1]  # the summary line: bookkeeping for the terminal
+    for node in body:
+        if isinstance(node, ast.Return):
+            raise LessonSourceError(f"{path.name}:{node.lineno}: only the last statement may return")
+        for inner in ast.walk(node):
+            if _lesson_call(inner, {"md"}) and inner is not node:
+                raise LessonSourceError(f"{path.name}:{inner.lineno}: lesson.md() opens a step only at the top level")
+    steps: list[Step] = []
+    groups: list[tuple[ast.Expr | None, list[ast.stmt]]] = []
+    for node in body:
+        if _lesson_call(node, {"md"}):
+            groups.append((node, []))
+        elif groups:
+            groups[-1][1].append(node)
+        else:  # a lesson that does not open with a step: its code before the first one
+            groups.append((None, [node]))
+    for md, statements in groups:
+        if md is None:
+            steps.append(Step("", "", _step_code(lines, statements, shown=True), _step_code(lines, statements, shown=False)))
+            continue
+        (argument,) = md.value.args
+        if not (isinstance(argument, ast.Constant) and isinstance(argument.value, str)):
+            raise LessonSourceError(f"{path.name}:{md.lineno}: lesson.md() takes a plain string (prose, not values)")
+        prose = inspect.cleandoc(argument.value)
+        heading = prose.splitlines()[0].lstrip("#").strip() if prose else ""
+        steps.append(Step(heading, prose, _step_code(lines, statements, shown=True),
+                          _step_code(lines, statements, shown=False)))
+
+    docstring = tree.body[0] if (tree.body and isinstance(tree.body[0], ast.Expr)
+                                 and isinstance(tree.body[0].value, ast.Constant)) else None
+    setup_start = docstring.end_lineno + 1 if docstring else 1
+    function_start = min([function.lineno] + [d.lineno for d in function.decorator_list])
+    setup = _trimmed("\n".join(lines[setup_start - 1:function_start - 1]))
+    helpers = _trimmed("\n".join(lines[function.end_lineno:]))
+    imported = {module: [alias.name for alias in node.names] for node in tree.body
+                if isinstance(node, ast.ImportFrom) and (module := node.module) in ("configs", "sections.shared")}
+    configs = sorted(ROOT / "configs" / f"{name}.py" for name in imported.get("configs", []))
+    return LessonSource(path, lesson_prose(path), setup, steps, helpers, configs,
+                        shared_classes(imported.get("sections.shared", [])))
+
+
+def shared_classes(names: list[str]) -> list[tuple[str, str]]:
+    """The source of those of `names` that are classes in sections/shared.py: the parts
+    (a model, a loss, a metric, a data source) a lesson uses from there."""
+    path = ROOT / "sections" / "shared.py"
+    source = path.read_text()
+    found = []
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.ClassDef) and node.name in names:
+            start = min([node.lineno] + [d.lineno for d in node.decorator_list])
+            found.append((node.name, "\n".join(source.splitlines()[start - 1:node.end_lineno])))
+    return found

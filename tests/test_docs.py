@@ -27,9 +27,15 @@ def test_every_section_has_a_page_rendered_from_its_current_source():
 def test_the_index_lists_every_section_passed_on_the_python_3_12_pins():
     index = (DOCS / "index.md").read_text()
     for info in registry.catalog():
-        assert f"| {info.number} | [{info.title}]({info.number:02d}-{info.slug}.md) | passed |" in index
+        assert f"| {info.number} | [{info.title}]({info.number:02d}-{info.slug}.md) | {info.shows} |" in index
+        assert f"| {info.number} | passed |" in index
     assert re.search(r"^\| python \| 3\.12\.", index, re.MULTILINE)
     assert re.search(r"^\| kauldron \| 1\.4\.4 \|", index, re.MULTILINE)
+
+
+def test_no_page_shows_a_path_of_the_machine_that_rendered_it():
+    for page in DOCS.glob("*.md"):
+        assert not re.search(r"(^|[^A-Za-z0-9_.])/(tmp|root|home|work)/[A-Za-z]", page.read_text()), page.name
 
 
 def test_every_figure_a_page_shows_is_there():

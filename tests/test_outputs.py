@@ -50,11 +50,12 @@ def test_a_failed_section_is_shown_failed_on_its_page_with_its_error(tutorial, t
     assert run.returncode == 1
     assert "html: " in run.stdout and "markdown: " in run.stdout
     page = (tmp_path / "site" / "03-kontext.html").read_text()
-    assert '<p class="failed">failed in' in page and "RuntimeError: failure injected by" in page
-    index = (tmp_path / "site" / "index.html").read_text()
-    assert '<td class="failed">failed</td>' in index and '<td class="passed">passed</td>' in index
+    assert "<strong>failed:</strong> <code>RuntimeError: failure injected by" in page
+    assert "<strong>failed</strong> in" in page and "Not reached in this run" in page
     markdown = (tmp_path / "md" / "03-kontext.md").read_text()
-    assert "**failed**" in markdown and "RuntimeError: failure injected by" in markdown
+    assert "**failed:** `RuntimeError: failure injected by" in markdown
+    index = (tmp_path / "md" / "index.md").read_text()
+    assert "| 3 | failed |" in index and "| 1 | passed |" in index
 
 
 @pytest.mark.parametrize("missing", ["jinja2", "markdown", "pygments"])
