@@ -42,7 +42,6 @@ def sweep():
     """One dict of overrides per run (key path -> new value): Kauldron's `def sweep()`
     convention, which its XManager launcher reads (`--xp.sweep`)."""
     yield {}  # the baseline
-    yield {"model.hidden": 4}
     yield {"model.hidden": 128}
     yield {"optimizer.learning_rate": 0.1}
     yield {"optimizer": optax.sgd(0.05)}

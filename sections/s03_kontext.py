@@ -1,13 +1,16 @@
 """kontext: parts are wired by key paths, so they never import each other.
 
-During training Kauldron keeps everything in one nested context (`batch`, `preds`,
-`interms`, ...). A loss or a metric does not receive the model's output as an argument
-it must know the shape of; it declares *key paths* such as `"preds.logits"`, and kontext
-fetches exactly those values for it. A key path reaches into dicts, lists and object
-attributes. Change the string, and the same metric reads something else.
+During training Kauldron keeps everything a step produces in one nested *context*: the
+batch, the model's predictions, its intermediate values, the parameters, the gradients,
+the loss states. A loss or a metric still receives plain arrays as keyword arguments;
+what it does not need is to know where they live. It declares *key paths* such as
+`"preds.logits"`, and kontext fetches exactly those values for it.
 """
 
+import ast
 import dataclasses
+import importlib.util
+import pathlib
 
 import numpy as np
 from kauldron import kontext
@@ -25,57 +28,96 @@ class Head:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class MeanGap:
-    """|mean(preds) - mean(targets)|, with its inputs named by key paths."""
+    """|mean(preds) - mean(targets)|: a metric-like part whose inputs are key paths."""
 
-    preds: kontext.Key = kontext.REQUIRED  # these two fields ARE the wiring
+    preds: kontext.Key = kontext.REQUIRED  # these two fields are the wiring
     targets: kontext.Key = kontext.REQUIRED
 
     def __call__(self, *, preds, targets) -> float:
         return float(abs(np.mean(preds) - np.mean(targets)))
 
 
-def make_context() -> dict:
-    return {
+@section(3, "kontext", "kontext: parts are wired by key paths, so they never import each other",
+         shows="key paths into dicts, lists and attributes; a keyed object gets its arrays; a wrong key's error",
+         reference="https://kauldron.readthedocs.io/en/latest/kontext.html")
+def key_paths_wire_the_parts(lesson: Lesson) -> str:
+    lesson.md("""
+    ## A key path reaches into dicts, lists and attributes
+
+    A context is nested data. `kontext.get_by_path` follows a dotted path through dicts,
+    list indices and object attributes, and returns the very value it finds, not a copy.
+    """)
+    context = {
         "batch": {"image": np.zeros((4, 8, 8, 3)), "label": np.arange(4)},
         "preds": {"logits": np.ones((4, 10)), "aux": [{"pos": np.full(3, 3.0)}]},
         "head": Head(scale=np.full(2, 0.5)),
     }
+    for path in ("batch.image", "preds.logits", "preds.aux[0].pos", "head.scale"):
+        print(f"{path:18} -> {kontext.get_by_path(context, path).shape}")
+    for path, value in {"batch.image": context["batch"]["image"], "preds.logits": context["preds"]["logits"],
+                        "preds.aux[0].pos": context["preds"]["aux"][0]["pos"], "head.scale": context["head"].scale}.items():
+        lesson.check(kontext.get_by_path(context, path) is value,
+                     f"get_by_path(context, {path!r}) returns that very array, not a copy")
 
+    lesson.md("""
+    ## A keyed object names its inputs; kontext fetches them
 
-@section(3, "kontext", "kontext: parts are wired by key paths, so they never import each other",
-         shows="key paths into dicts, lists and attributes; a keyed object gets exactly the arrays its keys name")
-def key_paths_wire_the_parts(lesson: Lesson) -> str:
-    context = make_context()
-    print("  A context is nested data; a key path reaches into dicts, lists and attributes:")
-    expected = {"batch.image": context["batch"]["image"], "preds.logits": context["preds"]["logits"],
-                "preds.aux[0].pos": context["preds"]["aux"][0]["pos"], "head.scale": context["head"].scale}
-    for path, value in expected.items():
-        found = kontext.get_by_path(context, path)
-        print(f"    {path:18} -> shape {found.shape}")
-        lesson.check(found is value, f"get_by_path(context, {path!r}) returns that very array, not a copy")
-
-    error = lesson.check_raises(KeyError, lambda: kontext.get_by_path(context, "batch.nope"),
-                                "get_by_path with the missing key 'batch.nope'")
-    message = str(error)
-    print(f"    {'batch.nope':18} -> KeyError: {message}")
-    lesson.check("batch.nope" in message and "'nope'" in message,
-                 "the KeyError names the full path 'batch.nope' and the missing key 'nope'")
-    lesson.fact("missing_path_error", message)
-
+    `MeanGap` declares two `kontext.Key` fields. `kontext.resolve_from_keyed_obj` reads
+    them and returns the keyword arguments to call it with: each one exactly the array its
+    key names. This is how the Trainer calls every loss and metric.
+    """)
     metric = MeanGap(preds="preds.logits", targets="batch.label")
     kwargs = kontext.resolve_from_keyed_obj(context, metric)
-    print(f"\n  MeanGap(preds={metric.preds!r}, targets={metric.targets!r})")
-    print(f"    resolve_from_keyed_obj -> {{{', '.join(f'{k}: {v.shape}' for k, v in kwargs.items())}}}")
-    lesson.check_equal(sorted(kwargs), ["preds", "targets"], "the keyword arguments resolved for MeanGap")
+    print({name: value.shape for name, value in kwargs.items()}, metric(**kwargs))
     lesson.check(kwargs["preds"] is context["preds"]["logits"] and kwargs["targets"] is context["batch"]["label"],
-                 "each keyword argument is exactly the array its key names")
-    value = lesson.fact("mean_gap", metric(**kwargs))
-    lesson.check_equal(value, 0.5, "MeanGap(preds.logits, batch.label) = |1 - 1.5|")
-    print(f"    value = {value}")
+                 "resolve_from_keyed_obj gives MeanGap exactly the arrays its keys name, as keyword arguments")
+    lesson.fact("mean_gap", metric(**kwargs))
 
+    lesson.md("""
+    ## Point it elsewhere by changing a string
+
+    Rewire the same metric to an attribute of an object in the context: only the key
+    changes. `MeanGap` never imports a model, and no model needs to know it exists.
+    """)
     repointed = dataclasses.replace(metric, preds="head.scale")
-    value2 = lesson.fact("mean_gap_repointed", repointed(**kontext.resolve_from_keyed_obj(context, repointed)))
-    lesson.check_equal(value2, 1.0, "MeanGap(head.scale, batch.label) = |0.5 - 1.5|")
-    print(f"\n  Point preds at 'head.scale', an attribute, and only that string changes: value = {value2}")
-    print("  MeanGap never imported a model, and no model needs to know MeanGap exists.")
-    return f"4 paths resolved (an attribute among them), the missing one named; MeanGap = {value} then {value2}"
+    kwargs = kontext.resolve_from_keyed_obj(context, repointed)
+    print(repointed, repointed(**kwargs))
+    lesson.check(kwargs["preds"] is context["head"].scale, "after the change, preds is the attribute head.scale")
+    lesson.fact("mean_gap_repointed", repointed(**kwargs))
+
+    lesson.md("""
+    ## A wrong key says what it could have meant
+
+    A typo in a key fails when the part is called, with the field, the path it could not
+    resolve, and the paths that exist nearby.
+    """)
+    typo = MeanGap(preds="preds.logit", targets="batch.label")
+    error = lesson.check_raises(KeyError, lambda: kontext.resolve_from_keyed_obj(context, typo),
+                                "resolving MeanGap(preds='preds.logit')")
+    print(str(error.args[0]))
+    lesson.check("Couldn't resolve path for 'preds'" in str(error) and "'preds.logits'" in str(error),
+                 "the error names the field preds and suggests 'preds.logits'")
+    lesson.fact("missing_path_error", str(error.args[0]))
+
+    lesson.md("""
+    ## In a Trainer, the context holds every step's values
+
+    The context a Trainer fills at each step (`kd.train.Context`) has these prefixes,
+    among others: `batch`, `preds`, `interms` (what Flax captured inside the model),
+    `params`, `grads` and `loss_states`. Section 6 reads an inner layer through
+    `interms`; section 14 lists every key of a real step.
+    """)
+    fields = context_fields()
+    print(fields)
+    lesson.check({"batch", "preds", "interms", "params", "grads", "loss_states"} <= set(fields),
+                 "kd.train.Context has the fields batch, preds, interms, params, grads and loss_states", internal=True)
+    return "4 paths resolved (an attribute among them); MeanGap rewired by a string; a typo's error suggests the path"
+
+
+def context_fields() -> list[str]:
+    """The fields of kd.train.Context, read from its source: importing kauldron.train
+    would load TensorFlow, which this lesson does not need."""
+    path = pathlib.Path(importlib.util.find_spec("kauldron").origin).parent / "train" / "context.py"
+    tree = ast.parse(path.read_text())
+    (context,) = [node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == "Context"]
+    return [node.target.id for node in context.body if isinstance(node, ast.AnnAssign)]

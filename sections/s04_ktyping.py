@@ -1,14 +1,9 @@
 """ktyping: array shapes checked at runtime, with named axes bound across arguments.
 
-`kauldron.ktyping` annotations such as `Float["*b n c"]` name each axis. Under
-`@kt.typechecked`, the first argument binds `c` to its size, and every later use of `c`
-(in other arguments and in the return value) must agree. A mismatch is reported with
-the argument, its shape, and what each axis name was already bound to.
-
-Kauldron has a second, older module for the same job: `kauldron.typing`, the one the
-original guide used, still exported as `kd.typing`. It checks through jaxtyping, reports
-the same mismatch differently (shown below), and importing it loads TensorFlow, which
-is why this section takes seconds rather than milliseconds.
+Shape bugs in JAX code are silent: broadcasting turns a wrong shape into a wrong number.
+`kauldron.ktyping` annotations such as `Float["*b n c"]` name each axis, and under
+`@kt.typechecked` every call is checked: the first argument binds each name to a size,
+and every later use of that name, in other arguments and in the return value, must agree.
 """
 
 import sys
@@ -19,75 +14,83 @@ from kauldron import ktyping as kt
 from sections.lesson import Lesson
 from sections.registry import section
 
-# What kauldron.typing's report of the same mismatch contains, checked below.
-LEGACY_HEADLINE = ('argument "weights"', "did not match any element in the union")
-LEGACY_DETAILS = ("weights: Float['c d'] = f32[5 32]", "Inferred Dims:", "'c': 8")
-
-
-@kt.typechecked
-def project(features: kt.Float["*b n c"], weights: kt.Float["c d"]) -> kt.Float["*b n d"]:
-    return jnp.einsum("...c,cd->...d", features, weights)
-
-
-def legacy_report() -> str:
-    """kauldron.typing's error for the same mismatch (importing it loads TensorFlow)."""
-    from kauldron.typing import Float, typechecked
-
-    @typechecked
-    def legacy_project(features: Float["*b n c"], weights: Float["c d"]) -> Float["*b n d"]:
-        return jnp.einsum("...c,cd->...d", features, weights)
-
-    try:
-        legacy_project(jnp.zeros((2, 16, 8)), jnp.zeros((5, 32)))
-    except Exception as e:  # noqa: BLE001 - whatever it raises, its text is the report
-        return str(e)
-    return ""
-
 
 @section(4, "ktyping", "ktyping: named axes, checked at runtime, bound across arguments",
-         shows="shapes with named axes checked at runtime, bound across arguments; kd.typing's report beside it")
+         shows="shapes with named axes checked at runtime, bound across arguments; the older kd.typing beside it",
+         reference="https://github.com/google-research/kauldron/tree/main/kauldron/ktyping")
 def named_axes_are_checked(lesson: Lesson) -> str:
-    out = project(jnp.zeros((2, 16, 8)), jnp.zeros((8, 32)))
-    print(f"  project(f32[2 16 8], f32[8 32]) -> {out.shape}   (b=2, n=16, c=8, d=32)")
-    lesson.check_equal(out.shape, (2, 16, 32), "the checked function's output shape")
+    lesson.md("""
+    ## Named axes, bound across arguments
 
-    print("\n  Now break it: the first argument binds c to 8, so weights of shape (5, 32) cannot fit:")
+    `project` maps features of shape `*b n c` with weights `c d`. Called with shapes that
+    agree, the check passes silently: `b` is bound to `(2,)`, `n` to 16, `c` to 8, `d` to 32.
+    """)
+
+    @kt.typechecked
+    def project(features: kt.Float["*b n c"], weights: kt.Float["c d"]) -> kt.Float["*b n d"]:
+        return jnp.einsum("...c,cd->...d", features, weights)
+
+    out = project(jnp.zeros((2, 16, 8)), jnp.zeros((8, 32)))
+    print(out.shape)
+    lesson.check_equal(out.shape, (2, 16, 32), "project(f32[2 16 8], f32[8 32])'s shape, checked as '*b n d'")
+
+    lesson.md("""
+    ## A mismatch names the argument, its shape and the bindings
+
+    The features bind `c` to 8, so weights of shape `(5, 32)` cannot fit. The error says
+    which argument, what shape it had, what the annotation asked for, and what each axis
+    name was already bound to.
+    """)
     error = lesson.check_raises(kt.KTypeCheckError, lambda: project(jnp.zeros((2, 16, 8)), jnp.zeros((5, 32))),
                                 "project with weights of shape (5, 32)")
-    report = str(error)
-    print("    " + report.strip().replace("\n", "\n    "))
-    first_line = report.strip().splitlines()[0]
+    print(error)
+    first_line = str(error).strip().splitlines()[0]
     lesson.check("argument weights" in first_line and "(5, 32)" in first_line and "'c d'" in first_line,
-                 "the report's first line names the argument weights, its shape (5, 32) and the spec 'c d'")
-    lesson.check("Dim Assignments" in report and "c: 8" in report,
-                 "the report lists the dim assignments, c: 8 among them")
+                 "the first line names the argument weights, its shape (5, 32) and the spec 'c d'")
+    lesson.check("Dim Assignments" in str(error) and "c: 8" in str(error), "the report lists the binding c: 8")
     lesson.fact("error_first_line", first_line)
 
-    def wrong_return(x: kt.Float["b c"]) -> kt.Float["b c"]:
+    lesson.md("""
+    ## The return value is checked too
+
+    The bindings hold for the return value: a function annotated to return `b c` that
+    returns its transpose fails.
+    """)
+
+    @kt.typechecked
+    def transpose_by_mistake(x: kt.Float["b c"]) -> kt.Float["b c"]:
         return x.T
 
-    error = lesson.check_raises(kt.KTypeCheckError, lambda: kt.typechecked(wrong_return)(jnp.zeros((2, 3))),
-                                "a function returning the transpose of a (2, 3) array as 'b c'")
-    return_line = str(error).strip().splitlines()[0]
-    lesson.check("return" in return_line.lower(), "a bad return value is reported as the return value")
-    print(f"\n  The return value is checked against the same bindings: returning x.T for 'b c'"
-          f"\n  fails with: {return_line}")
+    error = lesson.check_raises(kt.KTypeCheckError, lambda: transpose_by_mistake(jnp.zeros((2, 3))),
+                                "returning the transpose of a (2, 3) array annotated 'b c'")
+    print(str(error).strip().splitlines()[0])
+    lesson.check("return" in str(error).strip().splitlines()[0].lower(), "the report says it is the return value")
 
-    legacy = legacy_report()
+    lesson.md("""
+    ## `kd.typing`, the older module
+
+    Kauldron has a second module for the same job, `kauldron.typing` (exported as
+    `kd.typing`), which checks through jaxtyping and typeguard. Many Kauldron codebases
+    still use it. Its report of the same mismatch adds Kauldron's own summary of the
+    inputs and the inferred dimensions under the checker's message. Importing it loads
+    TensorFlow, which takes seconds.
+    """)
+    tensorflow_before = "tensorflow" in sys.modules
     from kauldron import kd
+    from kauldron import typing as kd_typing
 
-    lesson.check(kd.typing is sys.modules["kauldron.typing"], "kauldron.typing is exported as kd.typing")
-    lesson.check("tensorflow" in sys.modules, "once kauldron.typing is imported, TensorFlow is loaded")
-    headline = legacy.strip().splitlines()[0] if legacy.strip() else ""
-    lesson.check(all(part in headline for part in LEGACY_HEADLINE),
-                 f"kauldron.typing's first line says {LEGACY_HEADLINE[0]} {LEGACY_HEADLINE[1]}")
-    lesson.check(all(line in legacy for line in LEGACY_DETAILS),
-                 f"kauldron.typing's report holds {', '.join(map(repr, LEGACY_DETAILS))}")
-    print("\n  kauldron.typing (kd.typing) reports the same mismatch through jaxtyping. Its headline"
-          f"\n  only says the argument:\n    {headline[:100]}"
-          "\n  and the shapes and bindings follow under 'Inputs' and 'Inferred Dims':")
-    for line in LEGACY_DETAILS:
-        print(f"    ... {line} ...")
-    lesson.fact("legacy_headline", headline)
-    return (f"ktyping named weights, its shape (5, 32) and c: 8 in its first line; "
-            f"kd.typing only said: {headline.split(' (')[0]} ... did not match")
+    @kd_typing.typechecked
+    def legacy_project(features: kd_typing.Float["*b n c"], weights: kd_typing.Float["c d"]) -> kd_typing.Float["*b n d"]:
+        return jnp.einsum("...c,cd->...d", features, weights)
+
+    error = lesson.check_raises(kd_typing.TypeCheckError, lambda: legacy_project(jnp.zeros((2, 16, 8)), jnp.zeros((5, 32))),
+                                "kd.typing's project with weights of shape (5, 32)")
+    print(str(error).split("\n\n", 1)[1])
+    lesson.check(kd.typing is kd_typing, "kauldron.typing is exported as kd.typing")
+    lesson.check("weights: Float['c d'] = f32[5 32]" in str(error) and "Inferred Dims:" in str(error)
+                 and "'c': 8" in str(error), "Kauldron's summary lists weights: Float['c d'] = f32[5 32] and 'c': 8")
+    if tensorflow_before:
+        lesson.skip_check("importing kauldron.typing loads TensorFlow", "TensorFlow was already loaded in this process")
+    else:
+        lesson.check("tensorflow" in sys.modules, "importing kauldron.typing loads TensorFlow")
+    return "ktyping named weights, its shape (5, 32) and c: 8 in its first line; kd.typing summarised the same"

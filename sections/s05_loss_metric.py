@@ -1,12 +1,10 @@
 """A custom loss and a custom metric, in the shape Kauldron expects.
 
 A loss subclasses `kd.losses.Loss`, names its inputs with kontext keys and implements
-`get_values`; the base class averages, applies `weight`, and masks: with `mask=` set to a
-key, only the values where the mask is 1 count, and the average is over those. A metric
-is not a number but a *state* that merges: `WithinTol` keeps hits and totals as two
-`sum_field`s, so merging the states of a 6-row and a 2-row batch gives the pooled ratio,
-not the mean of two ratios. Both live in `sections/shared.py`, where the Trainer lessons
-use them.
+`get_values`; the base class does the rest: weighting, masking, and averaging into a state
+that merges. A metric is not a number but such a *state*. The two this lesson studies,
+`LogCosh` and `WithinTol`, live in `sections/shared.py` (shown below), where the
+Trainer lessons use them.
 """
 
 import jax.numpy as jnp
@@ -18,79 +16,92 @@ from sections.registry import section
 from sections.shared import LogCosh, WithinTol
 
 
-def as_float(x) -> float:
-    return float(np.asarray(x))
-
-
-def print_states(rows: dict) -> None:
-    for label, state in rows.items():
-        print(f"    {label:22} {as_float(state.n_hit):>3.0f} / {as_float(state.n_total):>2.0f}"
-              f" = {as_float(state.compute()):.4f}")
-
-
-def states_merge_to_the_pooled_ratio(lesson: Lesson, preds, targets) -> tuple[float, float]:
-    """WithinTol over 8 rows, as batches of 6 and 2 merged; returns (merged, mean of rates)."""
-    err = np.asarray(preds) - np.asarray(targets)
-    print("\n  A metric returns a state that merges. Split 8 rows into batches of 6 and 2:")
-    metric = WithinTol(preds="preds.y", targets="batch.y", tol=0.5)
-    big = metric.get_state(preds=preds[:6], targets=targets[:6])
-    small = metric.get_state(preds=preds[6:], targets=targets[6:])
-    merged = big.merge(small)
-    print_states({"batch of 6 rows": big, "batch of 2 rows": small, "big.merge(small)": merged})
-    mean_of_rates = (as_float(big.compute()) + as_float(small.compute())) / 2
-    print(f"    {'mean of the two rates':22} {'':>8} = {mean_of_rates:.4f}   <- not the answer")
-
-    pooled = float(np.mean(np.abs(err) < 0.5))
-    counts = [(as_float(s.n_hit), as_float(s.n_total)) for s in (big, small, merged)]
-    lesson.check_equal(counts, [(9.0, 24.0), (5.0, 8.0), (14.0, 32.0)], "hits and totals of the three states")
-    lesson.check_equal(as_float(merged.compute()), pooled, "the merged state's value = the pooled ratio 14 / 32")
-    lesson.check(mean_of_rates != pooled, "the mean of the two rates is not the pooled ratio")
-    reverse = small.merge(big)
-    lesson.check_equal((as_float(reverse.n_hit), as_float(reverse.n_total)), counts[2],
-                       "small.merge(big) holds the same hits and totals as big.merge(small)")
-    lesson.fact("merged_ratio", as_float(merged.compute()))
-    lesson.fact("mean_of_rates", mean_of_rates)
-    print("    small.merge(big) gives the same 14 / 32: merging does not depend on the order."
-          "\n  Kauldron's evaluator merges its batches' states like this before compute();"
-          "\n  section 9 checks an evaluator's number against the pooled value.")
-    return as_float(merged.compute()), mean_of_rates
-
-
 @section(5, "loss-metric", "A custom loss and a custom metric, in the shape Kauldron expects",
-         shows="a kd.losses.Loss with weight and mask; a kd.metrics.Metric whose states merge to the pooled value")
+         shows="a kd.losses.Loss with weight and a mask from the context; a kd.metrics.Metric state that merges",
+         reference="https://kauldron.readthedocs.io/en/latest/metrics.html")
 def loss_and_metric(lesson: Lesson) -> str:
-    rng = np.random.default_rng(0)
-    preds = jnp.asarray(rng.normal(size=(8, 4)).astype("float32"))
-    targets = jnp.asarray(rng.normal(size=(8, 4)).astype("float32"))
-    err = np.asarray(preds) - np.asarray(targets)
-    mask = jnp.asarray([[1.0]] * 3 + [[0.0]] * 5)  # the first 3 rows count; broadcast over 4 columns
+    lesson.md("""
+    ## A loss implements `get_values`; the base class averages and weighs
 
+    `LogCosh.get_values` returns one value per element. Called with arrays, the loss
+    averages them; `weight=0.5` halves the result. Kauldron's built-in `kd.losses.L2` has
+    the same shape.
+    """)
+    rng = np.random.default_rng(0)
+    preds, targets = (jnp.asarray(rng.normal(size=(8, 4)), jnp.float32) for _ in range(2))
     loss = LogCosh(preds="preds.y", targets="batch.y")
     values = {
-        "LogCosh(preds, targets)": as_float(loss(preds=preds, targets=targets)),
-        "the same loss, weight=0.5": as_float(
-            LogCosh(preds="preds.y", targets="batch.y", weight=0.5)(preds=preds, targets=targets)),
-        "read from a context by key": as_float(loss(context={"preds": {"y": preds}, "batch": {"y": targets}, "step": 0})),
-        "mask='batch.mask' (3 of 8 rows)": as_float(
-            LogCosh(preds="preds.y", targets="batch.y", mask="batch.mask")(preds=preds, targets=targets, mask=mask)),
-        "built-in kd.losses.L2": as_float(kd.losses.L2(preds="preds.y", targets="batch.y")(preds=preds, targets=targets)),
+        "LogCosh": float(loss(preds=preds, targets=targets)),
+        "LogCosh, weight=0.5": float(LogCosh(preds="preds.y", targets="batch.y", weight=0.5)(preds=preds, targets=targets)),
+        "kd.losses.L2": float(kd.losses.L2(preds="preds.y", targets="batch.y")(preds=preds, targets=targets)),
     }
-    for label, value in values.items():
-        print(f"  {label:34} {value:.6f}")
-    logcosh = np.log(np.cosh(err))
-    value = values["LogCosh(preds, targets)"]
-    lesson.check_close(value, float(logcosh.mean()), "LogCosh = numpy's mean(log(cosh(preds - targets)))", rel=1e-5)
-    lesson.check_equal(values["the same loss, weight=0.5"], value * 0.5, "LogCosh with weight=0.5")
-    lesson.check_equal(values["read from a context by key"], value, "LogCosh resolved from a context by its keys")
-    lesson.check_close(values["mask='batch.mask' (3 of 8 rows)"], float(logcosh[:3].mean()),
-                       "LogCosh with a mask = the mean over the 3 unmasked rows only", rel=1e-5)
-    lesson.check_close(values["built-in kd.losses.L2"], float(np.mean(err ** 2)),
-                       "kd.losses.L2 = the mean squared error", rel=1e-5)
-    print(f"  (numpy: mean log cosh {logcosh.mean():.6f}; over the 3 unmasked rows {logcosh[:3].mean():.6f};"
-          f" mean squared error {np.mean(err ** 2):.6f})")
+    print({name: round(value, 6) for name, value in values.items()})
+    error = np.asarray(preds) - np.asarray(targets)
+    lesson.check_close(values["LogCosh"], float(np.mean(np.log(np.cosh(error)))),
+                       "LogCosh = numpy's mean(log(cosh(preds - targets)))", rel=1e-5)
+    lesson.check_equal(values["LogCosh, weight=0.5"], values["LogCosh"] * 0.5, "LogCosh with weight=0.5")
+    lesson.check_close(values["kd.losses.L2"], float(np.mean(error ** 2)), "kd.losses.L2 = the mean squared error", rel=1e-5)
     lesson.fact("losses", values)
 
-    merged, mean_of_rates = states_merge_to_the_pooled_ratio(lesson, preds, targets)
-    masked = values["mask='batch.mask' (3 of 8 rows)"]
-    return (f"LogCosh {value:.4f}, weight 0.5 exactly half, masked to 3 rows {masked:.4f}; "
-            f"WithinTol merged 14/32 = {merged:.4f}, not {mean_of_rates:.4f}")
+    lesson.md("""
+    ## In training, the loss reads its inputs from the context
+
+    The Trainer does not pass arrays by hand: it gives the loss the step's context, and
+    the loss fetches what its keys name (section 3). A loss also reads the step (its
+    `step` key), for weights that follow a schedule.
+    """)
+    context = {"step": 0, "preds": {"y": preds}, "batch": {"y": targets, "mask": jnp.asarray([[1.0]] * 3 + [[0.0]] * 5)}}
+    print(round(float(loss(context=context)), 6))
+    lesson.check_equal(float(loss(context=context)), values["LogCosh"], "LogCosh read from a context by its keys")
+
+    lesson.md("""
+    ## A mask is a key too
+
+    Give the loss `mask="batch.mask"`, and it masks by the array the context holds there:
+    only values where the mask is 1 count, and the average is over those. A loss without
+    the key ignores the mask in the batch. (Called with arrays, `mask=` is an array and
+    the key plays no part.)
+    """)
+    masked = LogCosh(preds="preds.y", targets="batch.y", mask="batch.mask")
+    print(f"with the mask key {float(masked(context=context)):.6f}, without it {float(loss(context=context)):.6f}")
+    without_mask = {**context, "batch": {"y": targets}}
+    lesson.check_close(float(masked(context=context)), float(np.mean(np.log(np.cosh(error[:3])))),
+                       "LogCosh with mask='batch.mask' = the mean over the 3 rows the mask keeps", rel=1e-5)
+    lesson.check_equal(float(loss(context=context)), values["LogCosh"],
+                       "LogCosh without a mask key, on the same context: unmasked")
+    lesson.check_raises(KeyError, lambda: masked(context=without_mask), "mask='batch.mask' on a context with no batch.mask")
+    lesson.fact("masked_logcosh", float(masked(context=context)))
+
+    lesson.md("""
+    ## A metric's value is a state that merges
+
+    `WithinTol` counts the predictions within `tol` of their target. Its state keeps hits
+    and totals apart, so merging the states of a batch of 6 rows and one of 2 gives the
+    pooled ratio over all 8, not the mean of the two batches' ratios. This is how an
+    evaluator combines its batches (section 9).
+    """)
+    metric = WithinTol(preds="preds.y", targets="batch.y", tol=0.5)
+    big, small = metric.get_state(preds=preds[:6], targets=targets[:6]), metric.get_state(preds=preds[6:], targets=targets[6:])
+    merged = big.merge(small)
+    for name, state in {"6 rows": big, "2 rows": small, "merged": merged}.items():
+        print(f"{name:7} {float(state.n_hit):>3.0f} / {float(state.n_total):>2.0f} = {float(state.compute()):.4f}")
+    print(f"the mean of the two rates would be {(float(big.compute()) + float(small.compute())) / 2:.4f}")
+    lesson.check_equal(float(merged.compute()), float(np.mean(np.abs(error) < 0.5)),
+                       "the merged state's value = the pooled ratio over all 8 rows")
+    lesson.check_equal(float(small.merge(big).compute()), float(merged.compute()), "merging in the other order")
+    lesson.fact("merged_ratio", float(merged.compute()))
+
+    lesson.md("""
+    ## `AverageState` is the usual state; `AutoState` is for custom merges
+
+    Metrics that average, such as `kd.metrics.Accuracy`, keep a total and a count in a
+    `kd.metrics.AverageState`, the usual state, which merges the same pooled way. `WithinTol` uses
+    `kd.metrics.AutoState` instead, whose fields say how each one merges (`sum_field`,
+    `concat_field`, ...): the tool for states that are not an average.
+    """)
+    print("kd.metrics.Accuracy.State:", kd.metrics.Accuracy.State.__bases__)
+    print("WithinTol.State:", WithinTol.State.__bases__)
+    lesson.check(issubclass(kd.metrics.Accuracy.State, kd.metrics.AverageState),
+                 "kd.metrics.Accuracy's state is an AverageState")
+    lesson.check(issubclass(WithinTol.State, kd.metrics.AutoState), "WithinTol's state is an AutoState")
+    return f"LogCosh {values['LogCosh']:.4f}, masked by the context's mask; WithinTol merged to the pooled ratio"

@@ -1,50 +1,129 @@
-"""A real Trainer on synthetic data, and a look inside the model.
+"""A Trainer, end to end.
 
-`kd.train.Trainer` is a frozen dataclass that names every part of an experiment: data,
-model, losses, metrics, optimizer. Before training anything, `kd.inspect` describes the
-data; then the Trainer's own `trainstep` runs a loop by hand (what `train()` does, minus
-logging), returning the loss and metric states only when asked. The step donates the
-training state to XLA (its buffers become the new state's, so the state passed in is
-gone afterwards), but not the batch.
-One metric watches an *inner* layer: `kd.metrics.Norm` reads
-`interms.enc.__call__[0]`, the output of the Dense layer named `enc`, captured by Flax
-without any change to the model. The model's shape annotations are enforced.
+`kd.train.Trainer` is a frozen dataclass that names every part of an experiment: the data,
+the model, the losses and metrics, the optimizer, and where it writes. This lesson builds
+one from the experiment's config file, looks at its data and parameters before training,
+trains it with `train()`, and then runs the core of `train()` by hand to see one step up
+close.
 """
 
-import jax
-import jax.numpy as jnp
-import numpy as np
-import optax
-from kauldron import kd
-from kauldron import ktyping as kt
+import dataclasses
+import inspect
 
+import jax
+import numpy as np
+from kauldron import kd, konfig
+
+from configs import regression
 from sections.lesson import Lesson, Panel
 from sections.registry import section
-from sections.shared import BATCH_SIZE, MLP, LogCosh, WithinTol, make_loader
+from sections.shared import MLP, event_files, read_scalars
 
-STEPS = 300
-PRINT_AT = (1, 25, 50, 100, 200, 300)
-
-
-@jax.jit
-def compute_all(states: dict) -> dict:
-    """Each state's value, in one compiled call. Called eagerly instead, Norm's state
-    compiles a fresh `lax.cond` every time."""
-    return {name: state.compute() for name, state in states.items()}
+with konfig.imports():
+    from kauldron import kd as kd_cfg  # builds config entries, as a config file does
 
 
-def enc_norm_by_hand(params, x) -> float:
-    """The mean L2 norm of the `enc` layer's output rows, computed by hand."""
-    _, captured = MLP(inputs="batch.x").apply(
-        {"params": params}, x, capture_intermediates=True, mutable=["intermediates"])
-    enc_out = np.asarray(captured["intermediates"]["enc"]["__call__"][0])
-    return float(np.mean(np.linalg.norm(enc_out, axis=-1)))
+@section(6, "trainer", "A Trainer, end to end", trains=True,
+         shows="configs/regression.py resolved into a kd.train.Trainer: kd.inspect, train(), and its step by hand",
+         reference="https://kauldron.readthedocs.io/en/latest/eval.html#training")
+def trainer_end_to_end(lesson: Lesson) -> str:
+    lesson.md("""
+    ## The experiment is a config file
+
+    `configs/regression.py` describes the data, model, losses, metrics and optimizer as a
+    `ConfigDict` (section 1): nothing is built yet, so anything can still be changed. Here
+    the lesson points the run at its workdir, shortens it, and adds one metric that reads
+    an *inner* layer: `kd.metrics.Norm` on `interms.enc.__call__[0]`, the output of the
+    Dense layer named `enc`, which Flax captures without any change to the model.
+    `konfig.resolve` then builds the `kd.train.Trainer` the config describes. The model's
+    field `inputs` names its argument; its value, `"batch.x"`, is the key path it is fed.
+    """)
+    cfg = regression.get_config()
+    cfg.workdir = str(lesson.workdir)  # where train() writes; absolute
+    cfg.num_train_steps = 50
+    cfg.train_metrics["enc_norm"] = kd_cfg.metrics.Norm(tensor="interms.enc.__call__[0]")
+    trainer = konfig.resolve(cfg)
+    print(trainer.model)
+    lesson.check_equal((type(trainer.model), trainer.model.inputs), (MLP, "batch.x"),
+                       "the resolved model's class, and the key path its `inputs` field holds")
+    lesson.check_raises(dataclasses.FrozenInstanceError, lambda: setattr(trainer, "num_train_steps", 5),
+                        "changing a field of the resolved Trainer")
+
+    lesson.md("""
+    ## Look before you train
+
+    `kd.inspect` describes the data without training anything, and `trainer.init_state()`
+    builds the parameters from the data's element spec alone: their shapes are the first
+    thing to check when a model misbehaves.
+    """)
+    spec = kd.inspect.json_spec_like(trainer.train_ds.element_spec)
+    print("element spec:", spec)
+    stats = kd.inspect.get_batch_stats(next(iter(trainer.train_ds)))
+    print(stats.to_string(index=False))
+    state = trainer.init_state()
+    print("params:", jax.tree.map(np.shape, state.params))
+    lesson.check_equal(spec, {"x": "f32[32 16]", "y": "f32[32 1]"}, "the pipeline's element spec")
+    check_batch_stats(lesson, stats, next(iter(trainer.train_ds)))
+    lesson.check_equal(jax.tree.map(np.shape, state.params),
+                       {"enc": {"bias": (32,), "kernel": (16, 32)}, "out": {"bias": (1,), "kernel": (32, 1)}},
+                       "the parameter shapes init_state() built from the element spec")
+
+    lesson.md("""
+    ## Train it
+
+    `train()` runs the loop. It is more than a loop: it restores the latest checkpoint and
+    saves new ones (section 9), runs the evaluators (sections 9 and 15), writes the config
+    and every logged metric to the workdir, places each batch on the devices with the
+    Trainer's sharding (section 11), and runs under `jax.transfer_guard("disallow")`, so a
+    host-device copy that nobody asked for fails loudly. It runs steps 0 to
+    `num_train_steps` inclusive: `num_train_steps + 1` updates.
+    """)
+    state, aux = trainer.train()
+    print("state.step:", int(state.step))
+    print("last step:", {k: round(float(v), 4) for k, v in aux.compute().metric_values.items()})
+    logged = read_scalars(*event_files(trainer.workdir, "train"))
+    print("logcosh logged:", {step: round(row["losses/logcosh"], 4) for step, row in logged.items()})
+    lesson.check_equal(int(state.step), cfg.num_train_steps + 1, "state.step after train() with num_train_steps=50")
+    lesson.check(logged[50]["losses/logcosh"] * 10 <= logged[0]["losses/logcosh"],
+                 "the logged training loss fell at least 10x from step 0 to step 50")
+    lesson.check(sorted(p.name for p in lesson.workdir.iterdir()) >= ["config.json", "element_spec.json", "train"],
+                 "train() wrote config.json, element_spec.json and the train/ metrics to the workdir")
+    lesson.check("transfer_guard" in inspect.getsource(kd.train.train_loop.train_impl),
+                 "the training loop runs under a jax transfer guard", internal=True)
+    plot_training(lesson, logged)
+
+    lesson.md("""
+    ## The core of `train()`, by hand
+
+    Strip away checkpoints, evaluators and logging and what is left is the Trainer's own
+    train step, called on one batch after another. Called by hand from the same initial
+    state, it lands on the same parameters as `train()`. Asked for them, it also returns the
+    step's loss and metric states. The step *donates* the state it is given: XLA may reuse
+    its buffers for the new state, and jax deletes the old arrays, so a donated state must
+    never be used again. The batch is not donated.
+    """)
+    state_by_hand, batches = trainer.init_state(), iter(trainer.train_ds)
+    for step in range(cfg.num_train_steps + 1):
+        given, batch = state_by_hand, jax.device_put(next(batches))
+        params_in = jax.tree.map(np.array, given.params)  # a copy: the step deletes `given`
+        state_by_hand, aux = trainer.trainstep.step(given, batch, return_losses=True, return_metrics=True)
+    values = {name: float(s.compute()) for name, s in {**aux.loss_states, **aux.metric_states}.items()}
+    print("last step by hand:", {name: round(value, 4) for name, value in values.items()})
+    lesson.check(max_difference(state_by_hand.params, state.params) < 1e-5,
+                 "51 steps by hand from init_state() reach train()'s parameters (within 1e-5)")
+    lesson.check(all(p.is_deleted() for p in jax.tree.leaves(given.params)),
+                 "the step deleted the state it was given (donated)")
+    lesson.check(not batch["x"].is_deleted(), "the step did not donate the batch: it is still there")
+    lesson.check_close(values["enc_norm"], enc_norm_by_hand(params_in, batch["x"]),
+                       "enc_norm at the last step = the mean row norm of enc's output, by hand", rel=1e-5)
+    lesson.fact("logcosh", {str(step): logged[step]["losses/logcosh"] for step in (0, 50)})
+    lesson.fact("enc_norm_last_step", values["enc_norm"])
+    return (f"logcosh {logged[0]['losses/logcosh']:.4f} -> {logged[50]['losses/logcosh']:.4f} in 51 updates;"
+            " by hand: the same parameters")
 
 
-def check_batch_stats(lesson: Lesson, batch: dict) -> None:
-    stats = kd.inspect.get_batch_stats(batch)
-    print("\n  kd.inspect.get_batch_stats(first batch):")
-    print("    " + stats.to_string(index=False).replace("\n", "\n    "))
+def check_batch_stats(lesson: Lesson, stats, batch: dict) -> None:
+    """kd.inspect's statistics of a batch against numpy's."""
     for row in stats.to_dict("records"):
         values = np.asarray(batch[row["Name"].removeprefix("batch.")])
         lesson.check_close(row["Mean"], float(values.mean()), f"get_batch_stats' mean of {row['Name']}", rel=1e-5)
@@ -52,86 +131,21 @@ def check_batch_stats(lesson: Lesson, batch: dict) -> None:
                            f"get_batch_stats' min and max of {row['Name']}")
 
 
-def print_row(step: int, row: dict) -> None:
-    if step == PRINT_AT[0]:
-        print(f"\n  {'step':>6} {'logcosh':>9} {'within .25':>11} {'enc_norm':>9}")
-    print(f"  {step:>6} {row['logcosh']:>9.4f} {row['within_tol']:>11.4f} {row['enc_norm']:>9.4f}")
+def max_difference(a, b) -> float:
+    return max(float(np.max(np.abs(np.asarray(x) - np.asarray(y)))) for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)))
 
 
-def plot_curves(lesson: Lesson, rows: dict[int, dict]) -> None:
-    steps = list(rows)
-    lesson.plot("Section 6: the Trainer's train step, by hand",
+def enc_norm_by_hand(params, x) -> float:
+    """The mean L2 norm of the `enc` layer's output rows, computed with Flax directly."""
+    _, captured = MLP(inputs="batch.x").apply({"params": params}, x, capture_intermediates=True,
+                                              mutable=["intermediates"])
+    return float(np.mean(np.linalg.norm(np.asarray(captured["intermediates"]["enc"]["__call__"][0]), axis=-1)))
+
+
+def plot_training(lesson: Lesson, logged: dict[int, dict[str, float]]) -> None:
+    steps = sorted(logged)
+    lesson.plot("Section 6: train() on the regression config",
                 Panel("training loss", "step", "logcosh (log scale)", log_y=True,
-                      lines={"logcosh": (steps, [rows[k]["logcosh"] for k in steps])}),
+                      lines={"logcosh": (steps, [logged[k]["losses/logcosh"] for k in steps])}),
                 Panel("an inner layer, read by key path", "step", "mean row norm",
-                      lines={"enc_norm ('interms.enc.__call__[0]')": (steps, [rows[k]["enc_norm"] for k in steps])}))
-
-
-def train_by_hand(trainer, state):
-    """The Trainer's own train step, STEPS times: the final state, the values of every step,
-    and what the last step was given (its state, a copy of its parameters, its batch)."""
-    batches, rows = iter(trainer.train_ds), {}
-    for step in range(1, STEPS + 1):
-        batch = next(batches)
-        if step == STEPS:
-            # The step below donates `state`: keep a copy of its parameters. np.array copies;
-            # on a CPU np.asarray would share the buffer, and jax does not donate a shared one.
-            old_state, params_before = state, jax.tree.map(np.array, state.params)
-            batch = jax.device_put(batch)  # on the device, to see that it is not donated
-        state, aux = trainer.trainstep.step(state, batch, return_losses=True, return_metrics=True)
-        rows[step] = {k: float(v) for k, v in compute_all({**aux.loss_states, **aux.metric_states}).items()}
-        if step in PRINT_AT:
-            print_row(step, rows[step])
-    return state, rows, old_state, params_before, batch
-
-
-@section(6, "trainer", "A real Trainer on synthetic data, and a look inside the model", trains=True,
-         shows="a kd.train.Trainer built by hand: kd.inspect, its train step in a loop, an inner layer's norm")
-def a_real_trainer(lesson: Lesson) -> str:
-    train_ds = kd.data.InMemoryPipeline(
-        loader=make_loader("train"), batch_size=BATCH_SIZE, shuffle=True, num_epochs=None, seed=0)
-    spec = kd.inspect.json_spec_like(train_ds.element_spec)
-    print(f"  element_spec: {spec}")
-    lesson.check_equal(spec, {"x": "f32[32 16]", "y": "f32[32 1]"}, "the pipeline's element spec")
-    check_batch_stats(lesson, next(iter(train_ds)))
-
-    trainer = kd.train.Trainer(
-        seed=0,
-        workdir=str(lesson.workdir),
-        train_ds=train_ds,
-        model=MLP(inputs="batch.x"),
-        num_train_steps=STEPS,
-        train_losses={"logcosh": LogCosh(preds="preds.y", targets="batch.y")},
-        train_metrics={
-            "within_tol": WithinTol(preds="preds.y", targets="batch.y"),
-            "enc_norm": kd.metrics.Norm(tensor="interms.enc.__call__[0]"),  # an inner layer
-        },
-        optimizer=optax.adam(learning_rate=1e-2),
-    )
-    state = trainer.trainstep.init(trainer.train_ds.element_spec)
-    shapes = jax.tree.map(lambda x: tuple(x.shape), state.params)
-    print(f"\n  params: {shapes}")
-    lesson.check_equal(shapes, {"enc": {"bias": (32,), "kernel": (16, 32)},
-                                "out": {"bias": (1,), "kernel": (32, 1)}}, "the parameter shapes")
-    for bad in (jnp.zeros((BATCH_SIZE, 16), jnp.int32), jnp.zeros((), jnp.float32)):
-        lesson.check_raises(kt.KTypeCheckError, lambda bad=bad: trainer.model.apply({"params": state.params}, bad),
-                            f"the MLP applied to an {bad.dtype}{list(bad.shape)} input (annotated Float['*b f'])")
-    print("  The MLP's annotations are enforced: an int32 input and a 0-d input are refused.")
-
-    state, rows, old_state, params_before, batch = train_by_hand(trainer, state)
-    lesson.check(all(p.is_deleted() for p in jax.tree.leaves(old_state.params)),
-                 "the step donated the state it was given: its parameters' buffers are gone")
-    lesson.check(not batch["x"].is_deleted(), "the step did not donate the batch: it is still there")
-    first, last = rows[1]["logcosh"], rows[STEPS]["logcosh"]
-    lesson.check(last * 10 <= first, "the training loss fell at least 10x over 300 steps")
-    by_hand = enc_norm_by_hand(params_before, batch["x"])
-    lesson.check_close(rows[STEPS]["enc_norm"], by_hand,
-                       "enc_norm at step 300 = the mean row norm of enc's output computed by hand", rel=1e-5)
-    lesson.check_equal(int(state.step), STEPS, "state.step after 300 steps by hand")
-    lesson.fact("loss_curve", {str(k): rows[k]["logcosh"] for k in PRINT_AT})
-    lesson.fact("enc_norm_curve", {str(k): rows[k]["enc_norm"] for k in PRINT_AT})
-    plot_curves(lesson, rows)
-    print(f"\n  The loss fell {first / last:.0f}x. enc_norm was never returned by MLP: the key"
-          f"\n  'interms.enc.__call__[0]' reached into the layer named enc, and its value matches"
-          f"\n  the mean row norm of that layer's output computed by hand ({by_hand:.4f}).")
-    return f"logcosh {first:.4f} -> {last:.4f} over {STEPS} steps ({first / last:.0f}x); enc_norm {rows[STEPS]['enc_norm']:.4f}"
+                      lines={"enc_norm ('interms.enc.__call__[0]')": (steps, [logged[k]["metrics/enc_norm"] for k in steps])}))
