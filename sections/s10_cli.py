@@ -67,7 +67,8 @@ def print_sweep_commands(overrides: list[dict]) -> list[str]:
 
 
 @section(10, "cli", "The same experiment from the command line", trains=True,
-         shows="python -m kauldron.main with --cfg flags, as the launcher runs a sweep; config.json records them")
+         shows="python -m kauldron.main with --cfg flags, as the launcher runs a sweep; config.json records them",
+         reference="https://github.com/google-research/kauldron/blob/main/kauldron/main.py")
 def experiment_from_the_command_line(lesson: Lesson) -> str:
     overrides = list(regression.sweep())
     sweep_lines = print_sweep_commands(overrides)

@@ -88,7 +88,8 @@ def check_initialize_comes_first(lesson: Lesson, eight: dict) -> None:
 
 
 @section(11, "sharding", "Data parallelism: the same Trainer on 8 devices", trains=True,
-         shows="8 simulated CPU devices: the batch split 8 ways, the loss curve within 1e-5 of one device's, the metric pooled")
+         shows="8 simulated CPU devices: the batch split 8 ways, the loss curve within 1e-5 of one device's, the metric pooled",
+         reference="https://kauldron.readthedocs.io/en/latest/sharding.html")
 def data_parallel_training(lesson: Lesson) -> str:
     out = lesson.workdir / "eight-devices.json"
     xla_flags = f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count={DEVICES}".strip()

@@ -122,7 +122,8 @@ def check_eval_only(lesson: Lesson, workdir, heldout) -> None:
 
 
 @section(15, "evals", "Evaluators and summaries, read back from what the run wrote", trains=True,
-         shows="an evaluator on held-out data and histogram/image summaries, read back from disk and recomputed by hand")
+         shows="an evaluator on held-out data and histogram/image summaries, read back from disk and recomputed by hand",
+         reference="https://kauldron.readthedocs.io/en/latest/eval.html")
 def evaluators_and_summaries(lesson: Lesson) -> str:
     workdir = lesson.workdir / "run"
     trainer = konfig.resolve(experiment(workdir))

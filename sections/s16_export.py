@@ -64,7 +64,8 @@ def experiment(workdir):
 
 
 @section(16, "export", "The trained model outside Kauldron: the exported forward pass", trains=True,
-         shows="JaxModelExporter's file and the checkpoint, served by a process that never imports Kauldron")
+         shows="JaxModelExporter's file and the checkpoint, served by a process that never imports Kauldron",
+         reference="https://kauldron.readthedocs.io/en/latest/export.html")
 def serve_without_kauldron(lesson: Lesson) -> str:
     default = regression.get_config()
     default.workdir = str(lesson.workdir / "default")
