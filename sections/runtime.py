@@ -74,15 +74,32 @@ def prepare(cache: pathlib.Path | None = None, workdir: pathlib.Path | None = No
     absl_logging.set_verbosity(absl_logging.WARNING)
 
 
+# Above this resident size, a finished lesson's compiled programs are dropped (see below).
+RELEASE_ABOVE_BYTES = 1_500_000_000
+
+
 def release_memory() -> None:
-    """Drops what a finished lesson left behind: jax's in-memory caches of compiled
-    programs (keyed by each Trainer, so they keep every Trainer alive) and the garbage.
-    The next lesson recompiles nothing it needs: the persistent cache still has it."""
+    """Drops what a finished lesson left behind, and keeps the next garbage collections
+    cheap. With TensorFlow loaded, a full collection takes 0.4 s, most of it scanning the
+    libraries' own objects: after collecting, what is left is frozen (`gc.freeze`), so
+    later collections skip it. jax's in-memory caches of compiled programs (keyed by each
+    Trainer, so they keep every Trainer alive) are dropped only once the process has grown
+    past RELEASE_ABOVE_BYTES: the next lesson would trace again what it shares with the
+    last (measured on sections 1-9 in one process: 3 s of 21, for 9% less memory). The
+    persistent cache still has the compiled programs."""
     import gc
 
-    if "jax" in sys.modules:
+    if "jax" in sys.modules and _resident_bytes() > RELEASE_ABOVE_BYTES:
         sys.modules["jax"].clear_caches()
+        gc.unfreeze()  # what the caches held may have been frozen by an earlier call
     gc.collect()
+    gc.freeze()
+
+
+def _resident_bytes() -> int:
+    import psutil
+
+    return psutil.Process().memory_info().rss
 
 
 # What TensorFlow 2.21 prints on stderr while its libraries load, once per library (so
