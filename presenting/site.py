@@ -59,13 +59,16 @@ def page(section: dict, info: SectionInfo, report: dict) -> dict:
     lesson = read_lesson(path)
     stem = file_stem(section["number"], section["slug"])
     ran = section.get("steps", [])
+
+    def shown(text: str) -> str:
+        return without_machine_paths(text, report["workdir"], stem)
+
     steps = []
     for index, step in enumerate(lesson.steps):
         steps.append({
             "prose": step.prose, "code": step.code, "reached": index < len(ran),
-            "printed": without_machine_paths(ran[index]["printed"], report["workdir"], stem).strip("\n")
-            if index < len(ran) else "",
-            "checks": [c for c in section["checks"] if c.get("step") == index],
+            "printed": shown(ran[index]["printed"]).strip("\n") if index < len(ran) else "",
+            "checks": [{**c, "claim": shown(c["claim"])} for c in section["checks"] if c.get("step") == index],
             "skipped_checks": [c for c in section.get("skipped_checks", []) if c.get("step") == index],
             "figure": f"{FIGURES}/{stem}.png" if section["plots"] and section.get("figure_step") == index else None,
         })

@@ -85,9 +85,13 @@ class Lesson:
 
     def record_output(self, text: str) -> None:
         """What the lesson's code printed, kept with the step it printed it in."""
+        self._current_step()["printed"] += text
+
+    def _current_step(self) -> dict[str, str]:
+        """The step the lesson is in; before its first `md`, an untitled one."""
         if not self.steps:
             self.steps.append({"heading": "", "printed": ""})
-        self.steps[-1]["printed"] += text
+        return self.steps[-1]
 
     def _show(self, text: str) -> None:
         (self.shown or sys.stdout).write(text)
@@ -95,7 +99,8 @@ class Lesson:
     def plot(self, title: str, *panels: Panel) -> None:
         """Records the section's figure: data only, so matplotlib stays optional."""
         self.figure = (title, list(panels))
-        self.figure_step = len(self.steps) - 1 if self.steps else None
+        self._current_step()
+        self.figure_step = len(self.steps) - 1
 
     def fact(self, name: str, value: Any) -> Any:
         """Records a verified value for the JSON results, and returns it."""
@@ -106,8 +111,8 @@ class Lesson:
         entry = {"claim": claim, "passed": bool(passed)}
         if internal:
             entry["internal"] = True
-        if self.steps:
-            entry["step"] = len(self.steps) - 1
+        self._current_step()
+        entry["step"] = len(self.steps) - 1
         self.checks.append(entry)
         self._show(f"  {'✔' if passed else '✘ FAILED:'} {claim}{' (internal)' if internal else ''}\n")
         if not passed:
@@ -116,6 +121,7 @@ class Lesson:
     def skip_check(self, claim: str, why: str) -> None:
         """A claim this run cannot check (`why` says what stands in the way): shown and
         recorded apart from the checks, neither passed nor failed."""
+        self._current_step()
         self.skipped_checks.append({"claim": claim, "why": why, "step": len(self.steps) - 1})
         self._show(f"  - not checked here: {claim} ({why})\n")
 

@@ -85,8 +85,9 @@ def experiment_from_the_command_line(lesson: Lesson) -> str:
     recorded = {"optimizer": config["optimizer"], "num_train_steps": config["num_train_steps"],
                 "workdir": config["workdir"]}
     print(f"\n  {workdir.name}/config.json records the overrides: {recorded}")
-    lesson.check_equal(recorded, {"optimizer": {"__qualname__": "optax:sgd", "0": 0.05}, "num_train_steps": STEPS,
-                                  "workdir": str(workdir)}, "the overrides recorded in config.json")
+    lesson.check(recorded == {"optimizer": {"__qualname__": "optax:sgd", "0": 0.05}, "num_train_steps": STEPS,
+                              "workdir": str(workdir)},
+                 f"config.json records the overrides: optimizer optax.sgd(0.05), num_train_steps={STEPS}, the workdir")
     lesson.check_equal(config["model"], {"__qualname__": "sections.shared:MLP", "inputs": "batch.x", "hidden": 32},
                        "the model in config.json (the config file's, not overridden)")
     lesson.check((workdir / "train_complete.txt").exists(), "training completed: the workdir has train_complete.txt")

@@ -41,8 +41,9 @@ def make_loader(split: str) -> Callable[[], dict[str, np.ndarray]]:
 
 
 class MLP(nn.Module):
-    """Dense `enc` -> relu -> Dense `out`. Its input is a kontext key, not an argument name.
-    The shapes in the signature are checked on every call (`@kt.typechecked`)."""
+    """Dense `enc` -> relu -> Dense `out`. The field `inputs` names the argument of
+    `__call__`; its value is the key path the Trainer feeds it from (`"batch.x"`). The
+    shapes in the signature are checked on every call (`@kt.typechecked`)."""
 
     inputs: kontext.Key = kontext.REQUIRED
     hidden: int = 32

@@ -17,13 +17,14 @@ def test_checks_are_recorded_in_order_with_their_claims(tmp_path):
     lesson.check_close(0.1 + 0.2, 0.3, "a float sum", rel=1e-9)
     lesson.check_raises(KeyError, lambda: {}["x"], "a missing key")
     lesson.check(True, "read through a private name", internal=True)
-    assert lesson.checks == [
-        {"claim": "one and one make two", "passed": True},
-        {"claim": "the list = [1, 2]", "passed": True},
-        {"claim": "a float sum = 0.3 within rel 1e-09", "passed": True},
-        {"claim": "a missing key raises KeyError", "passed": True},
-        {"claim": "read through a private name", "passed": True, "internal": True},
+    assert lesson.checks == [  # made before any step: in an untitled one
+        {"claim": "one and one make two", "passed": True, "step": 0},
+        {"claim": "the list = [1, 2]", "passed": True, "step": 0},
+        {"claim": "a float sum = 0.3 within rel 1e-09", "passed": True, "step": 0},
+        {"claim": "a missing key raises KeyError", "passed": True, "step": 0},
+        {"claim": "read through a private name", "passed": True, "internal": True, "step": 0},
     ]
+    assert lesson.steps == [{"heading": "", "printed": ""}]
 
 
 @pytest.mark.parametrize("make_it_fail", [
