@@ -74,7 +74,7 @@ def page(section: dict, info: SectionInfo, report: dict) -> dict:
         })
     return {**section, "steps_reached": len(ran), "intro": lesson.intro, "setup": lesson.shown_setup, "steps": steps,
             "helpers": lesson.helpers, "reference": info.reference, "shows": info.shows,
-            "shared_parts": lesson.shared_parts,
+            "parts": lesson.parts,
             "configs": [(str(p.relative_to(ROOT)), p.read_text().strip("\n")) for p in lesson.configs],
             "source": str(path.relative_to(ROOT)), "source_sha256": source_hash(path)}
 

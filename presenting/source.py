@@ -48,7 +48,7 @@ class LessonSource:
     steps: list[Step]
     helpers: str  # below the lesson function: how the lesson checks itself
     configs: list[pathlib.Path]  # the config files the section imports (configs/*.py)
-    shared_parts: list[tuple[str, str]]  # (name, source) of the classes it imports from sections/shared.py
+    parts: list[tuple[str, str, str]]  # (file, name, source) of the classes it imports from sections/shared.py or parts/
 
     @property
     def shown_setup(self) -> str:
@@ -164,21 +164,25 @@ def read_lesson(path: pathlib.Path) -> LessonSource:
     function_start = min([function.lineno] + [d.lineno for d in function.decorator_list])
     setup = _trimmed("\n".join(lines[setup_start - 1:function_start - 1]))
     helpers = _trimmed("\n".join(lines[function.end_lineno:]))
-    imported = {module: [alias.name for alias in node.names] for node in tree.body
-                if isinstance(node, ast.ImportFrom) and (module := node.module) in ("configs", "sections.shared")}
-    configs = sorted(ROOT / "configs" / f"{name}.py" for name in imported.get("configs", []))
-    return LessonSource(path, lesson_prose(path), setup, steps, helpers, configs,
-                        shared_classes(imported.get("sections.shared", [])))
+    parts = [(module, alias.name) for node in tree.body if isinstance(node, ast.ImportFrom)
+             and (module := node.module or "").startswith(("sections.shared", "sections.parts.")) for alias in node.names]
+    configs = sorted(ROOT / "configs" / f"{alias.name}.py" for node in tree.body
+                     if isinstance(node, ast.ImportFrom) and node.module == "configs" for alias in node.names)
+    return LessonSource(path, lesson_prose(path), setup, steps, helpers, configs, classes_imported(parts))
 
 
-def shared_classes(names: list[str]) -> list[tuple[str, str]]:
-    """The source of those of `names` that are classes in sections/shared.py: the parts
-    (a model, a loss, a metric, a data source) a lesson uses from there."""
-    path = ROOT / "sections" / "shared.py"
-    source = path.read_text()
+def classes_imported(names: list[tuple[str, str]]) -> list[tuple[str, str, str]]:
+    """(file, class name, source) of those of the (module, name) imported that are classes:
+    the parts (a model, a loss, a metric, a data source) a lesson uses from the modules
+    that define them for the configs."""
     found = []
-    for node in ast.parse(source).body:
-        if isinstance(node, ast.ClassDef) and node.name in names:
-            start = min([node.lineno] + [d.lineno for d in node.decorator_list])
-            found.append((node.name, "\n".join(source.splitlines()[start - 1:node.end_lineno])))
+    for module in dict.fromkeys(module for module, _ in names):
+        path = ROOT / (module.replace(".", "/") + ".py")
+        source = path.read_text()
+        wanted = {name for m, name in names if m == module}
+        for node in ast.parse(source).body:
+            if isinstance(node, ast.ClassDef) and node.name in wanted:
+                start = min([node.lineno] + [d.lineno for d in node.decorator_list])
+                found.append((str(path.relative_to(ROOT)), node.name,
+                              "\n".join(source.splitlines()[start - 1:node.end_lineno])))
     return found
