@@ -266,23 +266,27 @@ def inspect_environment(
     # Process settings first (jax reads some when it is imported), then the fixes, all
     # before any section imports Kauldron.
     registry.prepare(cache, workdir)
+    if not no_compat:
+        import compat
+
+        compat.install_all()
+    return describe(*environment_here(no_compat), cache)
+
+
+def environment_here(no_compat: bool) -> tuple[list[str], list]:
+    """This process's jax devices and what each compat fix decided. The lessons import what
+    the fixes watch anyway: it is imported now, so that every decision is made."""
     import compat
     from compat import environment
 
-    if no_compat:
-        fixes = compat.skipped_all()
-    else:
-        compat.install_all()
-        # The lessons import what the fixes watch anyway: import it now, so the header can
-        # say what each fix decided.
-        fixes = compat.reports(settle=True)
-    described = {
-        "versions": environment.versions(),
-        "devices": environment.devices(),
-        "compat": [fix.to_json() for fix in fixes],
-        "cache": str(cache) if cache else None,
-    }
-    return described, fixes
+    return environment.devices(), compat.skipped_all() if no_compat else compat.reports(settle=True)
+
+
+def describe(devices: list[str], fixes: list, cache: pathlib.Path | None) -> tuple[dict, list]:
+    from compat import environment
+
+    return {"versions": environment.versions(), "devices": devices, "compat": [fix.to_json() for fix in fixes],
+            "cache": str(cache) if cache else None}, fixes
 
 
 def start_worker(no_compat: bool, cache: pathlib.Path | None, workdir: pathlib.Path) -> None:
@@ -297,16 +301,19 @@ def start_worker(no_compat: bool, cache: pathlib.Path | None, workdir: pathlib.P
         compat.install_all()
 
 
-def run_captured(info: registry.SectionInfo, workdir: pathlib.Path) -> tuple[registry.SectionResult, str]:
-    """One section in a worker: its result, and what it printed, for the driver to print in order."""
+def run_captured(info: registry.SectionInfo, workdir: pathlib.Path, no_compat: bool) -> tuple:
+    """One section in a worker: its result, what it printed (for the driver to print in
+    order), and the worker's devices and compat decisions (for the driver's header: it
+    need not start jax itself)."""
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
         result = registry.run(info, workdir)
+    environment = environment_here(no_compat)
     # Last registered, first run: when the pool ends the worker, it leaves at once instead
     # of tearing down jax and TensorFlow (1.8 s measured, with nothing left to do).
     atexit.unregister(exit_at_once)
     atexit.register(exit_at_once)
-    return result, printed.getvalue()
+    return result, printed.getvalue(), environment
 
 
 def exit_at_once() -> None:
@@ -349,7 +356,7 @@ def run_in_this_process(chosen, section_dir, finish, results, running) -> None:
         results.append(result)
 
 
-def run_in_workers(jobs, worker_setup, chosen, section_dir, finish, results, running, started=lambda: None) -> None:
+def run_in_workers(jobs, worker_setup, chosen, section_dir, finish, results, running, first=lambda environment: None) -> None:
     """Runs the sections in `jobs` worker processes and prints each section whole as soon as
     it and the ones before it are done. A worker runs one section after another, as this
     process does with --jobs 1, so it pays the imports once. Those marked `start_early` go
@@ -358,17 +365,17 @@ def run_in_workers(jobs, worker_setup, chosen, section_dir, finish, results, run
 
     A worker that dies (a crash in compiled code, the OOM killer) breaks the pool: the
     sections not yet done then run again one by one, each in a worker of its own, so that
-    only the one that kills its worker fails. `started` is called once the sections are
-    handed to the workers, before the first result is printed."""
+    only the one that kills its worker fails. `first` is called with a worker's devices and
+    compat decisions (None if its worker died) before the first section is printed."""
     start_order = sorted(chosen, key=lambda info: not info.start_early)  # stable: else in order
     left = run_in_pool(min(jobs, len(chosen)), worker_setup, start_order, chosen, section_dir, finish,
-                       results, running, started=started)
+                       results, running, first=first)
     for info in left:
-        run_in_pool(1, worker_setup, [info], [info], section_dir, finish, results, running, alone=True)
+        run_in_pool(1, worker_setup, [info], [info], section_dir, finish, results, running, alone=True, first=first)
 
 
 def run_in_pool(workers, worker_setup, start_order, print_order, section_dir, finish, results, running,
-                alone=False, started=lambda: None) -> list:
+                alone=False, first=lambda environment: None) -> list:
     """Runs sections in a pool; prints and records each in `print_order`. Returns the
     sections left undone when a worker died (none when `alone`: that section failed)."""
     pool = concurrent.futures.ProcessPoolExecutor(
@@ -377,16 +384,17 @@ def run_in_pool(workers, worker_setup, start_order, print_order, section_dir, fi
         mp_context=multiprocessing.get_context("spawn"))
     futures = {}
     try:
+        no_compat = worker_setup[0]
         for info in start_order:
-            futures[info.slug] = pool.submit(run_captured, info, section_dir(info))
-        started()
+            futures[info.slug] = pool.submit(run_captured, info, section_dir(info), no_compat)
         for index, info in enumerate(print_order):
             try:
-                result, printed = futures[info.slug].result()
+                result, printed, environment = futures[info.slug].result()
             except concurrent.futures.process.BrokenProcessPool as e:
                 if not alone:
                     return print_order[index:]
-                result, printed = worker_died(info, e), ""
+                result, printed, environment = worker_died(info, e), "", None
+            first(environment)
             print(section_banner(info))
             print(printed, end="")
             finish(result)
@@ -518,10 +526,15 @@ def main(argv: list[str]) -> int:
               "workdir": str(workdir), "workdir_removed": remove_workdir, "jobs": jobs, "sections": [], "totals": {}}
     try:
         plots = {"dir": plots_dir}
+        registry.prepare(cache, workdir)
 
-        def show_header() -> None:
-            """The environment, once this process has applied the fixes and started jax."""
-            described, fixes = inspect_environment(args.no_compat, cache, workdir)
+        def show_header(environment: tuple | None = None) -> None:
+            """The environment, as a worker saw it, or else as this process sees it (it then
+            applies the fixes and starts jax); once."""
+            if report["devices"]:
+                return
+            described, fixes = (describe(*environment, cache) if environment
+                                else inspect_environment(args.no_compat, cache, workdir))
             plots["dir"], plots_line = plotting_to(plots["dir"])
             report.update(described, plots=str(plots["dir"]) if plots["dir"] else None)
             print_header(described, fixes, workdir, remove_workdir, jobs)
@@ -545,14 +558,18 @@ def main(argv: list[str]) -> int:
             show_header()
             run_in_this_process(chosen, section_dir, finish, results, running)
         else:
-            # The workers start on their sections first; this process looks at the
-            # environment meanwhile (it starts jax too), then prints as they finish.
+            # The workers report the environment with their results: this process need
+            # not import jax, nor apply the fixes, only print.
             worker_setup = (args.no_compat, cache, workdir)
             run_in_workers(jobs, worker_setup, chosen, section_dir, finish, results, running, show_header)
     except KeyboardInterrupt:
         report["interrupted"] = True
         print("\ninterrupted")
     finally:
+        if not report["versions"]:  # stopped before any worker reported: what needs no jax
+            from compat import environment
+
+            report["versions"] = environment.versions()
         done = {r.slug for r in results}
         for info in chosen:
             if info.slug not in done:
