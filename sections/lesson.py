@@ -16,6 +16,7 @@ behaviour may trip it.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import inspect
 import math
@@ -70,6 +71,8 @@ class Lesson:
         self.skipped_checks: list[dict[str, Any]] = []  # claims this run could not check, and why
         self.figure: tuple[str, list[Panel]] | None = None
         self.figure_step: int | None = None
+        # What must be undone when the lesson ends, however it ends (a child it started).
+        self.cleanup = contextlib.ExitStack()
 
     def md(self, prose: str) -> None:
         """Opens a step: `prose` is Markdown whose first line is its `## heading`."""

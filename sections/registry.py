@@ -268,7 +268,7 @@ def run(info: SectionInfo, workdir: pathlib.Path) -> SectionResult:
         lesson.workdir.mkdir(parents=True, exist_ok=True)
         module = importlib.import_module(info.module)
         print(textwrap.indent(lesson_text(module), "  "))
-        with contextlib.redirect_stdout(_StepOutput(sys.stdout, lesson)):
+        with contextlib.redirect_stdout(_StepOutput(sys.stdout, lesson)), lesson.cleanup:
             summary = _teach(info, lesson)
     except SkipSection as e:
         status, summary = "skipped", str(e)
