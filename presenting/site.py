@@ -35,6 +35,42 @@ READING_PATH = [
 ]
 
 
+# What Kauldron's docs describe and the PyPI package does not do on these pins: (what, how
+# it fails, the section that checks it, the start of that check's claim, what to use instead).
+# Each is a check that fails the day the feature starts working.
+PYPI_GAPS = [
+    ("`kd.ckpts.PartialKauldronLoader`, loading with renaming",
+     "`ModuleNotFoundError`: orbax's `model_surgery.standard_checkpoint_handler` is not published",
+     "finetune", "kd.ckpts.PartialKauldronLoader from PyPI", "a small `kd.ckpts.InitTransform` of your own"),
+    ("the `kauldron` command", "`TypeError: 'module' object is not callable`",
+     "cli", "the `kauldron` console script calls a module", "`kd.cli.data.ElementSpec(cfg=cfg)()` and the like"),
+    ("`python -m kauldron.cli.main`", "`AttributeError: 'list' object has no attribute 'patch'`",
+     "cli", "kauldron.cli.main's main with the argv list", "`kauldron.cli.run.EvalShape(cfg=cfg)()` and the like"),
+    ("`kd.train.Trainer.eval_only()`", "`AttributeError`: it reads its data through `kd.data.tf`",
+     "evals", "kd.train.Trainer.eval_only() fails on kd.data.tf",
+     "`python -m kauldron.main --eval_names=...` with a standalone evaluator"),
+    ("`kd.data.tf` pipelines", "`ModuleNotFoundError: No module named 'grain.tensorflow'`",
+     "checkpoint", "kd.data.tf does not import from PyPI", "`kd.data.py` (PyGrain) pipelines"),
+    ("`kauldron.kxm`, the XManager launcher", "`ImportError: cannot import name 'g3_utils' from 'etils'`",
+     "sweep", "kauldron.kxm does not import from the PyPI package", "a sweep as a loop; one `kauldron.main` per run"),
+    ("JSON with `true`/`false`/`null` in a `--cfg` value", "`TypeError`: the value stays a string",
+     "cli", "the launcher's JSON of optax.adamw(0.001, nesterov=True)", "`py::` calls, or Python literals"),
+]
+
+
+def pypi_gaps(report: dict) -> list[dict]:
+    """The table's rows, each with what this run found: "still fails" when its check
+    passed, "works now?" when it failed, "not run" when its section did not run."""
+    rows = []
+    for what, failure, slug, claim, instead in PYPI_GAPS:
+        section = next((s for s in report["sections"] if s["slug"] == slug), None)
+        checks = [c for c in section["checks"] if c["claim"].startswith(claim)] if section else []
+        status = ("not run" if not checks else "still fails (checked)" if all(c["passed"] for c in checks)
+                  else "**works now?** (its check failed)")
+        rows.append({"what": what, "failure": failure, "section": section, "instead": instead, "status": status})
+    return rows
+
+
 def source_hash(path: pathlib.Path) -> str:
     """What a rendered page records of the section file it came from."""
     return hashlib.sha256(path.read_bytes()).hexdigest()
@@ -75,7 +111,7 @@ def page(section: dict, info: SectionInfo, report: dict) -> dict:
     return {**section, "steps_reached": len(ran), "intro": lesson.intro, "setup": lesson.shown_setup, "steps": steps,
             "helpers": lesson.helpers, "reference": info.reference, "shows": info.shows,
             "parts": lesson.parts,
-            "configs": [(str(p.relative_to(ROOT)), p.read_text().strip("\n")) for p in lesson.configs],
+            "configs": [(str(p.relative_to(ROOT)), p.read_text().strip("\n")) for p in lesson.configs + lesson.programs],
             "source": str(path.relative_to(ROOT)), "source_sha256": source_hash(path)}
 
 
@@ -135,7 +171,7 @@ def write(report: dict, infos: list[SectionInfo], site: pathlib.Path, kind: str,
     by_slug = {info.slug: info for info in infos}
     pages = [page(section, by_slug[section["slug"]], report) for section in report["sections"]]
     context = {"report": report, "pages": pages, "suffix": suffix, "page_name": page_name,
-               "reading_path": READING_PATH, "run_command": run_command,
+               "reading_path": READING_PATH, "run_command": run_command, "pypi_gaps": pypi_gaps(report),
                "date": datetime.date.today().isoformat()}
     html = env.get_template("page.html.j2")
     style = HtmlFormatter(cssclass="codehilite").get_style_defs(".codehilite")

@@ -49,6 +49,7 @@ class LessonSource:
     helpers: str  # below the lesson function: how the lesson checks itself
     configs: list[pathlib.Path]  # the config files the section imports (configs/*.py)
     parts: list[tuple[str, str, str]]  # (file, name, source) of the classes it imports from sections/shared.py or parts/
+    programs: list[pathlib.Path]  # the child programs it starts (python -m sections.<name>)
 
     @property
     def shown_setup(self) -> str:
@@ -166,9 +167,29 @@ def read_lesson(path: pathlib.Path) -> LessonSource:
     helpers = _trimmed("\n".join(lines[function.end_lineno:]))
     parts = [(module, alias.name) for node in tree.body if isinstance(node, ast.ImportFrom)
              and (module := node.module or "").startswith(("sections.shared", "sections.parts.")) for alias in node.names]
+    parts += parts_named_in_configs(tree)
     configs = sorted(ROOT / "configs" / f"{alias.name}.py" for node in tree.body
                      if isinstance(node, ast.ImportFrom) and node.module == "configs" for alias in node.names)
-    return LessonSource(path, lesson_prose(path), setup, steps, helpers, configs, classes_imported(parts))
+    named = {node.value.removeprefix("sections.") for node in ast.walk(tree)
+             if isinstance(node, ast.Constant) and isinstance(node.value, str)
+             and re.fullmatch(r"sections\.[a-z_]+", node.value)}
+    named |= set(re.findall(r"`sections/([a-z_]+)\.py`", source)) - {"shared"}  # programs the prose names
+    programs = sorted(ROOT / "sections" / f"{name}.py" for name in named)
+    return LessonSource(path, lesson_prose(path), setup, steps, helpers, configs, classes_imported(parts),
+                        [program for program in programs if program.is_file()])
+
+
+def parts_named_in_configs(tree: ast.Module) -> list[tuple[str, str]]:
+    """(module, name) of what the lesson names through modules imported in konfig.imports()
+    (`shared_cfg.MLP`, `finetune_cfg.LoadRenamed`): the parts its configs use."""
+    aliases = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module in ("sections", "sections.parts"):
+            for alias in node.names:
+                if node.module == "sections.parts" or alias.name == "shared":
+                    aliases[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+    return [(aliases[node.value.id], node.attr) for node in ast.walk(tree)
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in aliases]
 
 
 def classes_imported(names: list[tuple[str, str]]) -> list[tuple[str, str, str]]:
@@ -176,7 +197,7 @@ def classes_imported(names: list[tuple[str, str]]) -> list[tuple[str, str, str]]
     the parts (a model, a loss, a metric, a data source) a lesson uses from the modules
     that define them for the configs."""
     found = []
-    for module in dict.fromkeys(module for module, _ in names):
+    for module in dict.fromkeys(module for module, _ in sorted(names)):
         path = ROOT / (module.replace(".", "/") + ".py")
         source = path.read_text()
         wanted = {name for m, name in names if m == module}
