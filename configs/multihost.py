@@ -1,6 +1,6 @@
 r"""The regression experiment as a job of several processes (section 18).
 
-The same experiment as `configs/regression.py`, for 100 steps with a checkpoint at the end,
+The same experiment as `configs/regression.py`, for 20 steps with a checkpoint at the end,
 whose training pipeline also writes down which rows the process running it read in its
 first batch (`rows-process-<i>.json` in the workdir), to show how the data is shared out.
 Start every process of the job with the same command (see sections/distributed_main.py):
@@ -22,10 +22,10 @@ with konfig.imports():
 
 def get_config():
     cfg = regression.get_config()
-    cfg.num_train_steps = 100
+    cfg.num_train_steps = 20
     cfg.train_ds = multihost_parts.InMemoryRowsRecorded(
         loader=shared.make_loader("train"), batch_size=32, shuffle=True, num_epochs=None,
         record_dir=cfg.ref.workdir,
     )
-    cfg.checkpointer = kd.ckpts.Checkpointer(save_interval_steps=100)
+    cfg.checkpointer = kd.ckpts.Checkpointer(save_interval_steps=20)
     return cfg

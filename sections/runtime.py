@@ -68,6 +68,13 @@ def prepare(cache: pathlib.Path | None = None, workdir: pathlib.Path | None = No
             for name, value in settings.items():
                 jax.config.update(name, value)
 
+    # Orbax warns, on every restore that is not told the arrays' sharding, that it reads it
+    # from the checkpoint, which is unsafe on another topology. The lessons restore where
+    # they saved (and section 13's own loader places each array explicitly).
+    import warnings
+
+    warnings.filterwarnings("ignore", message="Sharding info not provided when restoring", category=UserWarning)
+
     from absl import logging as absl_logging
 
     # Kauldron and Orbax log through absl; INFO is hundreds of lines per training run.

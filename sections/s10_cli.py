@@ -1,111 +1,155 @@
 """The same experiment from the command line.
 
-A Kauldron experiment is a config file with a `get_config()`; `python -m kauldron.main`
-loads it, applies `--cfg.<path>=<value>` flags on top, resolves it and trains. A value
-can be a literal, JSON, or a `py::` Python expression. Kauldron's XManager launcher turns
-each dict of a config file's `sweep()` into such a command, with every value as JSON
-(strings as they are); the commands for section 7's sweep are printed below, and the
-last one runs here for real, in its own process, with a run length and a workdir added.
-The workdir then records what ran: `config.json` holds the config after the flags,
-TensorBoard files hold the losses.
+A Kauldron experiment is a config file with a `get_config()`. `python -m kauldron.main`
+loads it, applies `--cfg.<path>=<value>` flags on top, resolves it and trains; that is
+also what Kauldron's launcher runs for each job of a sweep. The workdir then records what
+ran: `config.json` holds the config after the flags, TensorBoard files hold the losses.
 """
 
 import json
+import pathlib
 import shlex
 import sys
-from typing import Any
 
-from kauldron import konfig
-from kauldron.konfig import py_flag_utils
+from absl import flags
+from kauldron import kd, konfig
 
-import compat
 from configs import regression
+from sections.children import ROOT, python_m, run_child
 from sections.lesson import Lesson
 from sections.registry import section
-from sections.children import run_child
 from sections.shared import event_files, read_scalars
 
 STEPS = 50
-
-
-def launcher_flag(path: str, value: Any) -> str:
-    """An override as Kauldron's XManager launcher passes it: the value as JSON (a config
-    value as the JSON of its call), a string as it is."""
-    if isinstance(value, konfig.ConfigDict):
-        value = json.loads(value.to_json())
-    return f"--cfg.{path}={value if isinstance(value, str) else json.dumps(value)}"
-
-
-def py_expression(node: Any) -> str:
-    """A config value as the `py::` expression a person would type for it."""
-    if not (isinstance(node, dict) and "__qualname__" in node):
-        return repr(node)
-    module, name = node["__qualname__"].split(":")
-    args = [py_expression(v) for k, v in node.items() if k.isdigit()]
-    args += [f"{k}={py_expression(v)}" for k, v in node.items() if not k.isdigit() and k != "__qualname__"]
-    return f"{module}.{name}({', '.join(args)})"
-
-
-def check_launcher_encoding(lesson: Lesson, overrides: list[dict]) -> None:
-    """The flags printed here are the ones the launcher's own encoder makes."""
-    from kauldron.xm._src import json_utils  # private: the launcher itself does not import here
-
-    for path, value in (item for run in overrides for item in run.items()):
-        lesson.check_equal(launcher_flag(path, value).split("=", 1)[1], json_utils.arg_to_json(value),
-                           f"the launcher's JSON for {path}", internal=True)
-
-
-def print_sweep_commands(overrides: list[dict]) -> list[str]:
-    print("\n  Section 7's sweep, one command per run, as the launcher passes the values:")
-    lines = []
-    for run in overrides:
-        line = shlex.join(["python", "-m", "kauldron.main", "--cfg=configs/regression.py",
-                           *(launcher_flag(path, value) for path, value in run.items())])
-        lines.append(line)
-        print(f"    {line}")
-    return lines
+CONFIG_FILE = ROOT / "configs" / "regression.py"
 
 
 @section(10, "cli", "The same experiment from the command line", trains=True,
-         shows="python -m kauldron.main with --cfg flags, as the launcher runs a sweep; config.json records them",
+         shows="python -m kauldron.main with --cfg flags: Python literals and py:: calls, not JSON; config.json records them",
          reference="https://github.com/google-research/kauldron/blob/main/kauldron/main.py")
 def experiment_from_the_command_line(lesson: Lesson) -> str:
-    overrides = list(regression.sweep())
-    sweep_lines = print_sweep_commands(overrides)
-    check_launcher_encoding(lesson, overrides)
+    lesson.md("""
+    ## A config file, and flags on top
 
+    The command names the config file and overrides what it needs, by key path: the run
+    length, the workdir, and here the optimizer, written as a Python call after `py::`.
+    It runs in a process of its own, as a user would start it.
+    """)
     workdir = lesson.workdir / "run"
-    flags = ["--cfg=configs/regression.py", *(launcher_flag(p, v) for p, v in overrides[-1].items()),
-             f"--cfg.num_train_steps={STEPS}", f"--cfg.workdir={workdir}"]
-    print("\n  The last one, run here:\n    python -m kauldron.main \\\n      " + " \\\n      ".join(map(shlex.quote, flags)))
-    # A new process does not have the compat fixes this one applied: compat.run adds them.
-    run_child([sys.executable, *compat.python_m(), "kauldron.main", *flags], "python -m kauldron.main")
+    command = ["kauldron.main", f"--cfg={CONFIG_FILE}", f"--cfg.num_train_steps={STEPS}",
+               "--cfg.optimizer=py::optax.sgd(0.05)", f"--cfg.workdir={workdir}"]
+    print("python -m " + shlex.join(command))
+    run_child(python_m(*command), "python -m kauldron.main")
 
+    lesson.md("""
+    ## The workdir records what ran
+
+    `config.json` is the config after the flags: the optimizer the `py::` expression
+    built, the run length, the workdir; the model is the config file's. The losses are in
+    `train/`.
+    """)
     config = json.loads((workdir / "config.json").read_text())
-    recorded = {"optimizer": config["optimizer"], "num_train_steps": config["num_train_steps"],
-                "workdir": config["workdir"]}
-    print(f"\n  {workdir.name}/config.json records the overrides: {recorded}")
-    lesson.check(recorded == {"optimizer": {"__qualname__": "optax:sgd", "0": 0.05}, "num_train_steps": STEPS,
-                              "workdir": str(workdir)},
-                 f"config.json records the overrides: optimizer optax.sgd(0.05), num_train_steps={STEPS}, the workdir")
+    print({key: config[key] for key in ("optimizer", "num_train_steps", "model")})
+    losses = {step: row["losses/logcosh"] for step, row in read_scalars(*event_files(workdir, "train")).items()}
+    print({step: round(loss, 4) for step, loss in losses.items()})
+    lesson.check((config["optimizer"], config["num_train_steps"], config["workdir"])
+                 == ({"__qualname__": "optax:sgd", "0": 0.05}, STEPS, str(workdir)),
+                 f"config.json records the optimizer optax.sgd(0.05), num_train_steps={STEPS} and the workdir")
     lesson.check_equal(config["model"], {"__qualname__": "sections.shared:MLP", "inputs": "batch.x", "hidden": 32},
-                       "the model in config.json (the config file's, not overridden)")
-    lesson.check((workdir / "train_complete.txt").exists(), "training completed: the workdir has train_complete.txt")
+                       "the model in config.json (the config file's)")
+    lesson.check((workdir / "train_complete.txt").exists() and max(losses) == STEPS and losses[STEPS] < losses[0],
+                 "the run completed: train_complete.txt, and a loss logged at step 50 lower than at step 0")
+    lesson.fact("logged_logcosh", {str(step): losses[step] for step in (0, STEPS)})
 
-    losses = read_scalars(*event_files(workdir, "train"))
-    steps = sorted(step for step, values in losses.items() if "losses/logcosh" in values)
-    first, last = losses[steps[0]]["losses/logcosh"], losses[steps[-1]]["losses/logcosh"]
-    print(f"  {workdir.name}/train/ logged logcosh {first:.4f} at step {steps[0]} and {last:.4f} at step {steps[-1]}")
-    lesson.check_equal(steps[-1], STEPS, "the last step with a logged loss")
-    lesson.check(last < first, "the logged training loss fell")
-    lesson.fact("recorded_overrides", recorded)
-    lesson.fact("logged_logcosh", {str(steps[0]): first, str(steps[-1]): last})
-    lesson.fact("sweep_commands", sweep_lines)
+    lesson.md("""
+    ## Flag values are Python literals, not JSON
 
-    typed = f"py::{py_expression(json.loads(overrides[-1]['optimizer'].to_json()))}"
-    parsed = py_flag_utils.maybe_parse_py_flag_value(typed)
-    lesson.check_equal(json.loads(parsed.to_json()), config["optimizer"],
-                       f"--cfg.optimizer={typed}, parsed by konfig, as recorded in config.json")
-    print(f"\n  Typing it by hand, --cfg.optimizer={typed} says the same: konfig's flag parser turns it"
-          "\n  into the config config.json recorded.")
-    return f"kauldron.main ran a sweep command ({STEPS} steps, optax.sgd(0.05)); config.json recorded it; logcosh {first:.3f} -> {last:.3f}"
+    `kauldron.main` reads `--cfg` with konfig's `DEFINE_config_file`, whose values go
+    through `ast.literal_eval`: `0x10` is 16, and JSON's `true` is not a literal, so a
+    value holding it stays a string, which a config field refuses. Kauldron's launcher
+    writes a sweep's values as JSON: `optax.adamw(0.001, nesterov=True)` becomes such a
+    value, and the job fails. Write calls with `py::`. Here the same flag, parsed in
+    this process:
+    """)
+    launcher_json = json.dumps({"__qualname__": "optax:adamw", "learning_rate": 0.001, "nesterov": True})
+    literal = parsed_config([f"--cfg={CONFIG_FILE}", "--cfg.model.hidden=0x10"])
+    print(literal.model.hidden, launcher_json)
+    lesson.check_equal(literal.model.hidden, 16, "--cfg.model.hidden=0x10, parsed as kauldron.main parses it")
+    error = lesson.check_raises(TypeError, lambda: parsed_config([f"--cfg={CONFIG_FILE}", f"--cfg.optimizer={launcher_json}"]),
+                                "the launcher's JSON of optax.adamw(0.001, nesterov=True) as --cfg.optimizer")
+    print(str(error).splitlines()[-1][:150])
+    lesson.check("cannot be casted" in str(error) and "'str'" in str(error), "the JSON arrived as a string")
+    lesson.check('kd.konfig.DEFINE_config_file(\n      "cfg"' in kauldron_main_source(),
+                 "kauldron/main.py defines --cfg with kd.konfig.DEFINE_config_file", internal=True)
+
+    lesson.md("""
+    ## A sweep, from the command line
+
+    Kauldron's launcher turns each dict of a config file's `sweep()` (section 7) into
+    such a command, each value as JSON; section 7's sweep has no boolean, so these run.
+    With `--eval_names=NAME` instead, `kauldron.main` evaluates a finished workdir
+    (section 15).
+    """)
+    sweep_commands = [shlex.join(["python", "-m", "kauldron.main", "--cfg=configs/regression.py",
+                                  *(f"--cfg.{path}={launcher_value(value)}" for path, value in run.items())])
+                      for run in regression.sweep()]
+    print("\n".join(sweep_commands))
+    check_launcher_encoding(lesson, list(regression.sweep()))
+    lesson.fact("sweep_commands", sweep_commands)
+
+    lesson.md("""
+    ## The `kauldron` command does not run from PyPI; its subcommands do, from Python
+
+    Kauldron's docs also describe a `kauldron` command (`kauldron data element_spec
+    --cfg=...`). From PyPI, its console script imports a module where it expects a
+    function, and `python -m kauldron.cli.main` passes its `main` a list where it expects
+    parsed flags. The subcommands are dataclasses you call: the element spec of a
+    config's data, or the shapes of everything a step computes, without training.
+    """)
+    import kauldron.cli.run  # not imported by kd.cli
+
+    from kauldron.cli import main as console_script  # what the `kauldron` script imports and calls
+    cfg = regression.get_config()
+    cfg.workdir = str(lesson.workdir / "inspected")
+    kd.cli.data.ElementSpec(cfg=cfg)()
+    kauldron.cli.run.EvalShape(cfg=cfg)()
+    lesson.check(not callable(console_script), "the `kauldron` console script calls a module (TypeError)")
+    lesson.check_raises(AttributeError, lambda: console_script.main(["kauldron", "data", "element_spec"]),
+                        "kauldron.cli.main's main with the argv list `python -m` gives it")
+    return f"kauldron.main trained {STEPS} steps with a py:: optimizer; config.json recorded it; launcher JSON with true fails"
+
+
+def parsed_config(argv: list[str]):
+    """The config kauldron.main would train, from these flags: its own --cfg flag, in a
+    FlagValues of its own, so this process's flags are left alone. ml_collections reads
+    the overrides from sys.argv, which in kauldron.main's process holds these flags."""
+    flag_values = flags.FlagValues()
+    cfg = kd.konfig.DEFINE_config_file("cfg", None, flag_values=flag_values, lock_config=False)
+    saved, sys.argv = sys.argv, ["kauldron.main", *argv]
+    try:
+        flag_values(sys.argv)
+        return cfg.value
+    finally:
+        sys.argv = saved
+
+
+def launcher_value(value) -> str:
+    """A sweep value as the launcher passes it: JSON (a config as the JSON of its call)."""
+    if isinstance(value, konfig.ConfigDict):
+        value = json.loads(value.to_json())
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def check_launcher_encoding(lesson: Lesson, overrides: list[dict]) -> None:
+    """The values printed are the ones the launcher's own encoder makes."""
+    from kauldron.xm._src import json_utils  # private: the launcher itself does not import from PyPI
+
+    for path, value in (item for run in overrides for item in run.items()):
+        lesson.check_equal(launcher_value(value), json_utils.arg_to_json(value), f"the launcher's JSON for {path}",
+                           internal=True)
+
+
+def kauldron_main_source() -> str:
+    import importlib.util
+
+    return pathlib.Path(importlib.util.find_spec("kauldron.main").origin).read_text()

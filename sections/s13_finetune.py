@@ -1,30 +1,16 @@
 """Fine-tuning: start from a trained checkpoint, and train only part of the model.
 
-A Trainer's `init_transform` changes the state training starts from.
-`kd.ckpts.SimpleCheckpointLoader(workdir=...)` restores a finished run's parameters into
-every layer of the new model that has the same name, and leaves the new layers as they
-were initialised. Here the regression MLP trains briefly; a new model keeps its encoder
-`enc` and replaces the head with new layers (`adapter`, `head`), starts from that
-checkpoint, and trains with the encoder frozen:
-`kd.optim.partial_updates(optax.adam(...), mask=kd.optim.exclude("enc"))` zeroes the
-encoder's updates (its gradients are still computed). The loader matches by name only:
-a layer that keeps its name but changes shape is loaded with the old shape anyway, so new
-layers get new names.
-
-Kauldron's loader that also renames, `kd.ckpts.PartialKauldronLoader(new_to_old=...)`,
-does not run with the PyPI orbax-checkpoint on either pinned Kauldron: it imports
-`orbax.checkpoint.experimental.model_surgery`, which orbax has not published
-(google/orbax#2210). The lesson checks that it still fails, so the day it works, this
-section fails and says so.
+A Trainer's `init_transform` changes the state training starts from, after the model is
+initialised and before the optimizer sees it. Here the regression MLP trains briefly; a
+new model keeps its encoder, replaces the head, starts from that checkpoint, and trains
+with the encoder frozen. Kauldron's loader that renames layers does not run from PyPI, so
+the last step writes a small init transform that does.
 """
-
-import contextlib
-import pathlib
-import warnings
 
 import jax
 import numpy as np
 import orbax.checkpoint as ocp
+from flax.errors import ScopeParamShapeError
 from kauldron import konfig
 
 from configs import regression
@@ -32,122 +18,125 @@ from sections.lesson import Lesson, Panel
 from sections.registry import section
 from sections.shared import event_files, read_scalars
 
-PRETRAIN_STEPS, FINETUNE_STEPS = 100, 100
+with konfig.imports():
+    import optax as optax_cfg
+    from kauldron import kd as kd_cfg
+
+    from sections import shared as shared_cfg
+    from sections.parts import finetune as finetune_cfg
+
+STEPS = 50
 
 
-def pretrain(workdir: pathlib.Path):
-    with konfig.imports():
-        from kauldron import kd as kd_cfg
+@section(13, "finetune", "Fine-tuning: start from a checkpoint, freeze part of the model", trains=True,
+         shows="SimpleCheckpointLoader loads a trained encoder by name; kd.optim freezes it; a custom InitTransform renames",
+         reference="https://kauldron.readthedocs.io/en/latest/checkpoint.html#partial-loading")
+def finetune_from_a_checkpoint(lesson: Lesson) -> str:
+    lesson.md("""
+    ## Pretrain, and keep the checkpoint
 
-    cfg = regression.get_config()
-    cfg.workdir, cfg.num_train_steps = str(workdir), PRETRAIN_STEPS
-    cfg.checkpointer = kd_cfg.ckpts.Checkpointer(save_interval_steps=PRETRAIN_STEPS)
-    return konfig.resolve(cfg)
+    The regression experiment trains for 50 steps with a `Checkpointer` that saves at the
+    end. Its encoder, the Dense layer `enc`, is what the next model reuses.
+    """)
+    pretrained = lesson.workdir / "pretrain"
+    cfg = experiment(pretrained, shared_cfg.MLP(inputs="batch.x"))
+    cfg.checkpointer = kd_cfg.ckpts.Checkpointer(save_interval_steps=STEPS)
+    konfig.resolve(cfg).train()
+    checkpoint = ocp.StandardCheckpointer().restore(pretrained / "checkpoints" / f"ckpt_{STEPS}" / "default")
+    print(jax.tree.map(np.shape, checkpoint["params"]))
 
+    lesson.md("""
+    ## Load the encoder into a new model, by name
 
-def finetune_config(workdir: pathlib.Path, *, init_transform=None, model=None):
-    """The regression experiment with the new head and the encoder frozen."""
-    with konfig.imports():
-        import optax as optax_cfg
-        from kauldron import kd as kd_cfg
-
-        from sections.parts import finetune as finetune_cfg
-
-    cfg = regression.get_config()
-    cfg.workdir, cfg.num_train_steps = str(workdir), FINETUNE_STEPS
-    cfg.model = model or finetune_cfg.MLPNewHead(inputs="batch.x")
+    `MLPNewHead` keeps `enc` and puts new layers, `adapter` and `head`, after it.
+    `kd.ckpts.SimpleCheckpointLoader(workdir=...)` restores every parameter whose name is
+    in both models and leaves the new layers as they were initialised. The optimizer
+    `kd.optim.partial_updates(..., mask=kd.optim.exclude("enc"))` zeroes the encoder's
+    updates, so only the new layers train.
+    """)
+    cfg = experiment(lesson.workdir / "finetune", finetune_cfg.MLPNewHead(inputs="batch.x"))
+    cfg.init_transform = kd_cfg.ckpts.SimpleCheckpointLoader(workdir=str(pretrained))
     cfg.optimizer = kd_cfg.optim.partial_updates(optax_cfg.adam(learning_rate=1e-2), mask=kd_cfg.optim.exclude("enc"))
-    if init_transform is not None:
-        cfg.init_transform = init_transform
+    finetune = konfig.resolve(cfg)
+    start, fresh = finetune.init_state(), finetune.init_state(skip_transforms=True)
+    print(jax.tree.map(np.shape, start.params))
+    lesson.check(same(start.params["enc"], checkpoint["params"]["enc"]), "at step 0 the encoder is the checkpoint's, bit for bit")
+    lesson.check(same([start.params["adapter"], start.params["head"]], [fresh.params["adapter"], fresh.params["head"]]),
+                 "at step 0 the new layers are freshly initialised")
+
+    lesson.md("""
+    ## Train the head; the encoder stays frozen
+
+    After training, the encoder is still the checkpoint's and the head has moved. The same
+    model and optimizer without the checkpoint, a frozen random encoder, ends far worse.
+    """)
+    state, _ = finetune.train()
+    cfg.workdir, cfg.init_transform = str(lesson.workdir / "scratch"), kd_cfg.ckpts.NoopTransform()
+    konfig.resolve(cfg).train()
+    curves = {name: logged_loss(lesson.workdir / name) for name in ("finetune", "scratch")}
+    print({name: round(curve[STEPS], 4) for name, curve in curves.items()})
+    lesson.check(same(state.params["enc"], checkpoint["params"]["enc"]), "after training, the encoder is still the checkpoint's")
+    lesson.check(not same(state.params["head"], start.params["head"]), "after training, the head's parameters have moved")
+    lesson.check(curves["finetune"][STEPS] * 2 < curves["scratch"][STEPS], "the fine-tuned loss is under half the from-scratch one")
+    lesson.fact("final_logcosh", {name: curve[STEPS] for name, curve in curves.items()})
+    plot_losses(lesson, curves)
+
+    lesson.md("""
+    ## The loader matches names, not shapes
+
+    A layer that keeps its name but changes shape is restored with the checkpoint's shape
+    anyway: an MLP with 64 hidden units gets a 16 x 32 `enc` back, and training stops at
+    its first step with Flax's `ScopeParamShapeError`. Give new layers new names.
+    """)
+    cfg = experiment(lesson.workdir / "wider", shared_cfg.MLP(inputs="batch.x", hidden=64))
+    cfg.init_transform = kd_cfg.ckpts.SimpleCheckpointLoader(workdir=str(pretrained))
+    wider = konfig.resolve(cfg)
+    print(wider.init_state().params["enc"]["kernel"].shape)
+    lesson.check_equal(wider.init_state().params["enc"]["kernel"].shape, (16, 32),
+                       "the 64-unit MLP's enc kernel, restored by name")
+    lesson.check_raises(ScopeParamShapeError, wider.train, "training it")
+
+    lesson.md("""
+    ## Renaming: a small `InitTransform` of your own
+
+    Kauldron's loader that renames, `kd.ckpts.PartialKauldronLoader(new_to_old=...)`,
+    needs a part of orbax-checkpoint that PyPI's orbax does not ship
+    (`model_surgery.standard_checkpoint_handler`, google/orbax#2210). An init transform is
+    one method, `transform(state)`; `LoadRenamed` (below) restores the checkpoint's
+    parameters and puts `enc` where the new model calls it `encoder`.
+    """)
+    cfg = experiment(lesson.workdir / "renamed", finetune_cfg.MLPRenamed(inputs="batch.x"))
+    cfg.init_transform = finetune_cfg.LoadRenamed(workdir=str(pretrained), new_to_old={"encoder": "enc"})
+    renamed = konfig.resolve(cfg).init_state()
+    print(jax.tree.map(np.shape, renamed.params))
+    lesson.check(same(renamed.params["encoder"], checkpoint["params"]["enc"]), "the renamed encoder is the checkpoint's enc")
+    cfg.init_transform = kd_cfg.ckpts.PartialKauldronLoader(workdir=str(pretrained), new_to_old={"params.encoder": "params.enc"})
+    error = lesson.check_raises(ModuleNotFoundError, konfig.resolve(cfg).init_state,
+                                "kd.ckpts.PartialKauldronLoader from PyPI (the day it works, this fails)")
+    lesson.check_equal(error.name, "orbax.checkpoint.experimental.model_surgery.standard_checkpoint_handler",
+                       "the module PartialKauldronLoader misses")
+    return (f"encoder loaded by name, frozen: logcosh {curves['finetune'][STEPS]:.4f} vs {curves['scratch'][STEPS]:.4f}"
+            " from scratch; renamed by a custom InitTransform")
+
+
+def experiment(workdir, model):
+    """The regression experiment with another model, for STEPS steps."""
+    cfg = regression.get_config()
+    cfg.workdir, cfg.num_train_steps, cfg.model = str(workdir), STEPS, model
     return cfg
-
-
-@contextlib.contextmanager
-def quiet_restores():
-    """Orbax warns that the loader gave it no sharding for the arrays it restores: on one
-    device there is only one place to put them."""
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="Sharding info not provided when restoring")
-        yield
 
 
 def same(a, b) -> bool:
     return all(np.array_equal(np.asarray(x), np.asarray(y)) for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)))
 
 
-def logged_loss(workdir: pathlib.Path) -> dict[int, float]:
+def logged_loss(workdir) -> dict[int, float]:
     return {step: v["losses/logcosh"] for step, v in read_scalars(*event_files(workdir, "train")).items()
             if "losses/logcosh" in v}
 
 
-def check_partial_loader_still_fails(lesson: Lesson, pretrained: pathlib.Path) -> None:
-    with konfig.imports():
-        from kauldron import kd as kd_cfg
-
-    renaming = finetune_config(lesson.workdir / "renaming", init_transform=kd_cfg.ckpts.PartialKauldronLoader(
-        workdir=str(pretrained), new_to_old={"params.enc": "params.enc"}))
-    error = lesson.check_raises(ModuleNotFoundError, lambda: konfig.resolve(renaming).init_state(),
-                                "kd.ckpts.PartialKauldronLoader on these pins (the day it works, this fails)")
-    lesson.check("orbax.checkpoint.experimental.model_surgery" in str(error),
-                 "PartialKauldronLoader's error names orbax's unpublished model_surgery module")
-    print(f"\n  PartialKauldronLoader(new_to_old={{'params.enc': 'params.enc'}}).init_state() ->\n"
-          f"    ModuleNotFoundError: {error}")
-
-
-def check_same_name_other_shape(lesson: Lesson, pretrained: pathlib.Path) -> None:
-    with konfig.imports():
-        from kauldron import kd as kd_cfg
-
-        from sections.parts import finetune as finetune_cfg
-
-    resized = konfig.resolve(finetune_config(lesson.workdir / "resized", model=finetune_cfg.MLPResizedOut(inputs="batch.x"),
-                                             init_transform=kd_cfg.ckpts.SimpleCheckpointLoader(workdir=str(pretrained))))
-    shape = resized.init_state().params["out"]["kernel"].shape
-    lesson.check_equal(shape, (32, 1), "a 2-output head still named `out`, loaded by name: its kernel's shape")
-    print(f"\n  A head still named `out` but with 2 outputs comes back from the checkpoint with the old"
-          f" shape {shape}:\n  the loader matches names, not shapes (training would then fail). New layers get new names.")
-
-
 def plot_losses(lesson: Lesson, curves: dict[str, dict[int, float]]) -> None:
+    names = {"finetune": "fine-tuned (pretrained encoder)", "scratch": "from scratch (random encoder)"}
     lesson.plot("Section 13: a frozen pretrained encoder against the same model from scratch",
                 Panel("training loss", "step", "logcosh (log scale)", log_y=True,
-                      lines={name: (sorted(c), [c[s] for s in sorted(c)]) for name, c in curves.items()}))
-
-
-@section(13, "finetune", "Fine-tuning: start from a checkpoint, freeze part of the model", trains=True,
-         shows="SimpleCheckpointLoader loads a trained encoder into a new model; kd.optim freezes it; the head trains",
-         reference="https://kauldron.readthedocs.io/en/latest/checkpoint.html#partial-loading")
-def finetune_from_a_checkpoint(lesson: Lesson) -> str:
-    with konfig.imports():
-        from kauldron import kd as kd_cfg
-    pretrained = lesson.workdir / "pretrain"
-    pretrain(pretrained).train()
-    checkpoint = ocp.StandardCheckpointer().restore(pretrained / "checkpoints" / f"ckpt_{PRETRAIN_STEPS}" / "default")
-    print(f"  pretrained the regression MLP for {PRETRAIN_STEPS} steps: {pretrained.name}/checkpoints/ckpt_{PRETRAIN_STEPS}")
-
-    with quiet_restores():
-        finetune = konfig.resolve(finetune_config(
-            lesson.workdir / "finetune", init_transform=kd_cfg.ckpts.SimpleCheckpointLoader(workdir=str(pretrained))))
-        start = finetune.init_state()
-        fresh = finetune.init_state(skip_transforms=True)  # what the new model would start from without it
-        lesson.check(same(start.params["enc"], checkpoint["params"]["enc"]),
-                     "at step 0 the encoder equals the checkpoint's, bit for bit")
-        lesson.check(same([start.params["adapter"], start.params["head"]], [fresh.params["adapter"], fresh.params["head"]]),
-                     "at step 0 the new layers are freshly initialised")
-        state, _ = finetune.train()
-    konfig.resolve(finetune_config(lesson.workdir / "scratch")).train()
-    lesson.check(same(state.params["enc"], checkpoint["params"]["enc"]), "after training, the frozen encoder is still the checkpoint's, bit for bit")
-    lesson.check(not same(state.params["head"], start.params["head"]), "after training, the head's parameters have moved")
-
-    curves = {"fine-tuned (pretrained encoder)": logged_loss(lesson.workdir / "finetune"),
-              "from scratch (random encoder)": logged_loss(lesson.workdir / "scratch")}
-    tuned, scratch = (c[FINETUNE_STEPS] for c in curves.values())
-    print(f"  after {FINETUNE_STEPS} steps with the encoder frozen: logcosh {tuned:.4f} fine-tuned,"
-          f" {scratch:.4f} for the same Trainer without the checkpoint")
-    lesson.check(tuned < scratch, "the fine-tuned model's final loss is lower than the same model's trained from scratch")
-    lesson.fact("final_logcosh", {"fine-tuned": tuned, "from scratch": scratch})
-    plot_losses(lesson, curves)
-    with quiet_restores():
-        check_same_name_other_shape(lesson, pretrained)
-    check_partial_loader_still_fails(lesson, pretrained)
-    return f"encoder loaded bit for bit and kept frozen; logcosh after {FINETUNE_STEPS} steps {tuned:.4f} fine-tuned vs {scratch:.4f} from scratch"
+                      lines={names[name]: (sorted(c), [c[s] for s in sorted(c)]) for name, c in curves.items()}))

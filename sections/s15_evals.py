@@ -1,20 +1,10 @@
-"""Evaluators and summaries, read back from what the run wrote.
+"""Evaluators and summaries, and evaluating a finished run.
 
-An evaluator (`kd.evals.Evaluator`) runs every N steps on its own data, here the 128
-held-out rows, with its own losses and metrics, and writes them under
-`workdir/<its name>/` as TensorBoard event files; training writes to `workdir/train/`.
-Summaries go beyond scalars: `kd.summaries.HistogramSummary` logs a histogram of a key
-path, `kd.summaries.ShowImages` an image, every `log_summaries_every` steps. This lesson
-reads all of it back with TensorBoard's own reader (`EventAccumulator`) and recomputes each
-evaluation by hand from the checkpoint saved at that step.
-
-Kauldron's evaluation-only config, `kd.train.Trainer.eval_only()` (its
-`examples/mnist_eval_only.py`), does not resolve from the PyPI install, on a CPU or
-anywhere: it describes the data through `kd.data.tf`, which needs `grain.tensorflow`,
-missing from the pinned grain; and it takes the model and weights from an XManager
-experiment id, loading them with `PartialKauldronLoader` (which section 13 shows
-failing). So the lesson evaluates the finished checkpoint the way the evaluator is built
-to be used: restore the state, and call `evaluator.evaluate(state, step)`.
+An evaluator (`kd.evals.Evaluator`) runs the model on its own data with its own losses
+and metrics, along training every N steps or in a job of its own once training is done.
+Summaries go beyond scalars: a histogram, an image. All of it lands in the workdir as
+TensorBoard event files, where this lesson reads it back with TensorBoard's own reader
+and recomputes it by hand from the checkpoints.
 """
 
 import io
@@ -22,123 +12,138 @@ import io
 import numpy as np
 import orbax.checkpoint as ocp
 from kauldron import kd, konfig
+from PIL import Image
 
-from configs import regression
+from configs import heldout
+from sections.children import ROOT, finish, python_m, start_in_background
 from sections.lesson import Lesson, Panel
 from sections.registry import section
 from sections.shared import make_data, read_tensors
 
-STEPS, EVERY, TOL = 200, 100, 0.1
+with konfig.imports():
+    from kauldron import kd as kd_cfg
+
+CONFIG_FILE = ROOT / "configs" / "heldout.py"
 
 
-def experiment(workdir):
-    with konfig.imports():
-        from kauldron import kd as kd_cfg
-
-        from sections import shared as shared_cfg
-
-    cfg = regression.get_config()
-    cfg.workdir, cfg.num_train_steps = str(workdir), STEPS
-    cfg.log_summaries_every = EVERY
-    cfg.train_summaries = {
-        "preds": kd_cfg.summaries.HistogramSummary(tensor="preds.y", num_buckets=10),
-        "enc": kd_cfg.summaries.ShowImages(images="interms.enc.__call__[0]", rearrange="b f -> 1 b f 1", num_images=1),
-    }
-    cfg.checkpointer = kd_cfg.ckpts.Checkpointer(save_interval_steps=EVERY)
-    cfg.evals = {"heldout": kd_cfg.evals.Evaluator(
-        run=kd_cfg.evals.EveryNSteps(EVERY),
-        ds=kd_cfg.data.InMemoryPipeline(loader=shared_cfg.make_loader("eval"), batch_size=32, num_epochs=1),
-        losses={"logcosh": shared_cfg.LogCosh(preds="preds.y", targets="batch.y")},
-        metrics={"within_0.1": shared_cfg.WithinTol(preds="preds.y", targets="batch.y", tol=TOL)},
-    )}
-    return cfg
-
-
-def by_hand(trainer, params) -> dict[str, float]:
-    """The evaluator's loss and metric over the 128 held-out rows, with numpy."""
-    data = make_data("eval")
-    preds = np.asarray(trainer.model.apply({"params": params}, data["x"])["y"])
-    return {"losses/logcosh": float(np.mean(np.log(np.cosh(preds - data["y"])))),
-            "metrics/within_0.1": float(np.mean(np.abs(preds - data["y"]) < TOL))}
-
-
-def check_evaluations(lesson: Lesson, workdir, trainer) -> dict:
-    heldout = read_tensors(workdir, "heldout")
-    steps = sorted(heldout["metrics/within_0.1"])
-    lesson.check_equal(steps, [0, 100, 200], "the steps at which heldout/ has the evaluator's metric")
-    print(f"  {workdir.name}/heldout/, read with EventAccumulator, against numpy on the held-out rows with"
-          f" each step's checkpoint:\n  {'step':>6} {'logcosh on disk':>16} {'by hand':>9} {'within 0.1':>11} {'by hand':>8}")
-    for step in steps:
-        params = ocp.StandardCheckpointer().restore(workdir / "checkpoints" / f"ckpt_{step}" / "default")["params"]
-        hand = by_hand(trainer, params)
-        disk = {tag: float(heldout[tag][step]) for tag in hand}
-        print(f"  {step:>6} {disk['losses/logcosh']:>16.6f} {hand['losses/logcosh']:>9.6f}"
-              f" {disk['metrics/within_0.1']:>11.4f} {hand['metrics/within_0.1']:>8.4f}")
-        for tag in hand:
-            lesson.check_close(disk[tag], hand[tag], f"{tag} on disk at step {step} = numpy with ckpt_{step}'s params", rel=1e-5)
-    return heldout
-
-
-def check_summaries(lesson: Lesson, workdir) -> None:
-    from PIL import Image
-
-    train = read_tensors(workdir, "train")
-    histograms, images = train["summaries/preds"], train["summaries/enc"]
-    lesson.check_equal((sorted(histograms), sorted(images)), ([0, 100, 200], [0, 100, 200]),
-                       "the steps with a histogram and an image (log_summaries_every=100)")
-    last = histograms[STEPS]
-    lesson.check_equal((last.shape, float(last[:, 2].sum())), ((10, 3), 32.0),
-                       "the histogram at step 200: 10 buckets of (left, right, count), counting one batch of 32")
-    picture = Image.open(io.BytesIO(images[STEPS][2]))
-    lesson.check_equal(picture.size, (32, 32), "the image at step 200 (the enc layer's 32 x 32 output), decoded")
-    print(f"\n  train/ also holds summaries: a histogram of preds.y ({last.shape[0]} buckets, {last[:, 2].sum():.0f}"
-          f" predictions)\n  and a {picture.size[0]}x{picture.size[1]} image of the enc layer's output, at steps {sorted(images)}")
-
-
-def check_eval_only(lesson: Lesson, workdir, heldout) -> None:
-    with konfig.imports():
-        from kauldron import kd as kd_cfg
-
-    eval_only = kd_cfg.train.Trainer.eval_only()
-    eval_only.workdir = str(lesson.workdir / "eval-only-config")
-    error = lesson.check_raises(AttributeError, lambda: konfig.resolve(eval_only),
-                                "resolving kd.train.Trainer.eval_only() from the PyPI install")
-    lesson.check("'kauldron.data' has no attribute 'tf'" in str(error), "it fails on kd.data.tf")
-    missing = lesson.check_raises(ModuleNotFoundError, lambda: __import__("kauldron.data.tf"), "import kauldron.data.tf")
-    print(f"\n  kd.train.Trainer.eval_only() does not resolve: {str(error).splitlines()[-1]};"
-          f"\n  import kauldron.data.tf -> ModuleNotFoundError: {missing}")
-
-    cfg = experiment(lesson.workdir / "evaluate-only")
-    trainer = konfig.resolve(cfg)
-    reader = kd.ckpts.Checkpointer(workdir=str(workdir), save_interval_steps=1)  # the finished run's checkpoints
-    state = reader.restore(trainer.init_state(), step=STEPS)
-    values = trainer.evals["heldout"].evaluate(state, STEPS).compute()
-    again = {**values.loss_values, **values.metric_values}
-    lesson.check_equal({tag: float(again[tag]) for tag in ("losses/logcosh", "metrics/within_0.1")},
-                       {tag: float(heldout[tag][STEPS]) for tag in ("losses/logcosh", "metrics/within_0.1")},
-                       "evaluating ckpt_200 without training = what the run logged at step 200, bit for bit")
-    print(f"  Restored ckpt_{STEPS} and called evaluator.evaluate(state, {STEPS}): the same numbers as the run"
-          " logged, bit for bit.")
-
-
-@section(15, "evals", "Evaluators and summaries, read back from what the run wrote", trains=True,
-         shows="an evaluator on held-out data and histogram/image summaries, read back from disk and recomputed by hand",
+@section(15, "evals", "Evaluators and summaries, and evaluating a finished run", trains=True, start_early=True,
+         shows="an evaluator on held-out data, histogram and image summaries, and kauldron.main --eval_names on the finished run",
          reference="https://kauldron.readthedocs.io/en/latest/eval.html")
 def evaluators_and_summaries(lesson: Lesson) -> str:
-    workdir = lesson.workdir / "run"
-    trainer = konfig.resolve(experiment(workdir))
-    trainer.train()
-    heldout = check_evaluations(lesson, workdir, trainer)
-    check_summaries(lesson, workdir)
-    check_eval_only(lesson, workdir, heldout)
-    train_loss = {step: float(v) for step, v in read_tensors(workdir, "train")["losses/logcosh"].items()}
-    metric = {step: float(v) for step, v in heldout["metrics/within_0.1"].items()}
+    lesson.md("""
+    ## Evaluators and summaries are config entries
+
+    `configs/heldout.py` (below) adds to the regression experiment an evaluator `heldout`
+    that runs every 20 steps on the 128 held-out rows with its own loss and metric, a
+    second evaluator `final` that training does not run (`StandaloneLastCheckpoint`),
+    two summaries, and a checkpoint every 20 steps.
+    """)
+    cfg = heldout.get_config()
+    cfg.workdir = str(lesson.workdir / "run")
+    trainer = konfig.resolve(cfg)
+    state, _ = trainer.train()
+    print(sorted(p.name for p in trainer.workdir.iterdir()))
+    lesson.check((trainer.workdir / "heldout").is_dir() and not (trainer.workdir / "final").exists(),
+                 "train() ran the evaluator heldout and not final")
+
+    lesson.md("""
+    ## Evaluate the finished run, as a job of its own
+
+    `--eval_names=final` makes `kauldron.main` evaluate instead of train: it waits for
+    the workdir's checkpoints, evaluates them, and stops once the run has written
+    `train_complete.txt` (it polls: about 20 seconds here). It runs in the background
+    while this lesson reads the run. Kauldron's ready-made eval-only config,
+    `kd.train.Trainer.eval_only()`, does not resolve from PyPI: it reads its data through
+    `kd.data.tf`, which needs the unpublished `grain.tensorflow`.
+    """)
+    eval_job = start_in_background(lesson, python_m("kauldron.main", f"--cfg={CONFIG_FILE}", f"--cfg.workdir={cfg.workdir}",
+                                                    "--eval_names=final"), lesson.workdir / "eval-job.log")
+    print(f"python -m kauldron.main --cfg=configs/heldout.py --cfg.workdir={cfg.workdir} --eval_names=final")
+    eval_only = kd_cfg.train.Trainer.eval_only()
+    eval_only.workdir = str(lesson.workdir / "eval-only")
+    error = lesson.check_raises(AttributeError, lambda: konfig.resolve(eval_only), "resolving kd.train.Trainer.eval_only()")
+    print(str(error).splitlines()[-1])
+    lesson.check("has no attribute 'tf'" in str(error), "kd.train.Trainer.eval_only() fails on kd.data.tf")
+
+    lesson.md("""
+    ## What the evaluator wrote, recomputed by hand
+
+    `heldout/` holds the evaluator's loss and metric at steps 0, 20 and 40, pooled over all
+    128 rows. Restoring each step's checkpoint and computing them with numpy gives the same
+    numbers.
+    """)
+    written = read_tensors(trainer.workdir, "heldout")
+    for step in sorted(written["metrics/within_0.1"]):
+        print(step, {tag: round(float(written[tag][step]), 6) for tag in ("losses/logcosh", "metrics/within_0.1")})
+    check_against_checkpoints(lesson, trainer, written)
+
+    lesson.md("""
+    ## Summaries: a histogram and an image
+
+    Every `log_summaries_every` steps, `train/` gets a histogram of the predictions
+    (buckets of left edge, right edge, count) and an image of the encoder's output, a
+    32 x 32 PNG for a batch of 32 rows.
+    """)
+    summaries = read_tensors(trainer.workdir, "train")
+    histogram, png = summaries["summaries/preds"][40], summaries["summaries/enc"][40][2]
+    print(histogram.shape, Image.open(io.BytesIO(png)).size)
+    lesson.check_equal((sorted(summaries["summaries/preds"]), sorted(summaries["summaries/enc"])), ([0, 20, 40], [0, 20, 40]),
+                       "the steps with a histogram and an image")
+    lesson.check_equal((histogram.shape, float(histogram[:, 2].sum())), ((10, 3), 32.0),
+                       "the histogram at step 40: 10 buckets counting one batch of 32")
+    lesson.check_equal(Image.open(io.BytesIO(png)).size, (32, 32), "the image at step 40, decoded")
+
+    lesson.md("""
+    ## What an eval job does inside
+
+    For each checkpoint it restores the state and calls the evaluator's
+    `evaluate(state, step)`. Done by hand on the last checkpoint, it gives back what the
+    run logged at step 40, bit for bit.
+    """)
+    restored = kd.ckpts.Checkpointer(workdir=cfg.workdir, save_interval_steps=1).restore(trainer.init_state(), step=40)
+    by_hand = trainer.evals["heldout"].evaluate(restored, 40).compute()
+    print({tag: float(value) for tag, value in {**by_hand.loss_values, **by_hand.metric_values}.items()})
+    lesson.check_equal([float(by_hand.loss_values["losses/logcosh"]), float(by_hand.metric_values["metrics/within_0.1"])],
+                       [float(written["losses/logcosh"][40]), float(written["metrics/within_0.1"][40])],
+                       "evaluate(ckpt_40's state, 40) = what the run logged at step 40")
+    plot_read_back(lesson, summaries, written)
+
+    lesson.md("""
+    ## The eval job's result
+
+    The job evaluated the last checkpoint with `final`, which uses the training loss and
+    metric, and wrote them to `final/`.
+    """)
+    finish(eval_job, "python -m kauldron.main --eval_names=final")
+    final = read_tensors(trainer.workdir, "final")
+    print({tag: {step: round(float(value), 6) for step, value in values.items()} for tag, values in final.items()
+           if tag.startswith(("losses", "metrics"))})
+    data, params = make_data("eval"), restored.params
+    preds = np.asarray(trainer.model.apply({"params": params}, data["x"])["y"])
+    lesson.check_equal(sorted(final["losses/logcosh"]), [40], "the step final/ evaluated: the last checkpoint's")
+    lesson.check_close(float(final["metrics/within_tol"][40]), float(np.mean(np.abs(preds - data["y"]) < 0.25)),
+                       "final's within_tol (the training metric) = numpy's on ckpt_40")
+    lesson.fact("heldout", {str(step): float(written["losses/logcosh"][step]) for step in sorted(written["losses/logcosh"])})
+    return (f"heldout logcosh {float(written['losses/logcosh'][0]):.3f} -> {float(written['losses/logcosh'][40]):.4f}, equal to"
+            " numpy on each checkpoint; summaries read back; kauldron.main --eval_names evaluated the finished run")
+
+
+def check_against_checkpoints(lesson: Lesson, trainer, written: dict) -> None:
+    data = make_data("eval")
+    for step in sorted(written["metrics/within_0.1"]):
+        params = ocp.StandardCheckpointer().restore(trainer.workdir / "checkpoints" / f"ckpt_{step}" / "default")["params"]
+        preds = np.asarray(trainer.model.apply({"params": params}, data["x"])["y"])
+        lesson.check_close(float(written["losses/logcosh"][step]), float(np.mean(np.log(np.cosh(preds - data["y"])))),
+                           f"heldout logcosh at step {step} = numpy's with ckpt_{step}", rel=1e-5)
+        lesson.check_close(float(written["metrics/within_0.1"][step]), float(np.mean(np.abs(preds - data["y"]) < 0.1)),
+                           f"heldout within_0.1 at step {step} = numpy's with ckpt_{step}")
+
+
+def plot_read_back(lesson: Lesson, summaries: dict, written: dict) -> None:
+    loss = {step: float(v) for step, v in summaries["losses/logcosh"].items()}
+    metric = {step: float(v) for step, v in written["metrics/within_0.1"].items()}
     lesson.plot("Section 15: read back from the workdir",
                 Panel("training loss (train/)", "step", "logcosh (log scale)", log_y=True,
-                      lines={"train logcosh": (sorted(train_loss), [train_loss[s] for s in sorted(train_loss)])}),
+                      lines={"train logcosh": (sorted(loss), [loss[s] for s in sorted(loss)])}),
                 Panel("evaluator's metric (heldout/)", "step", "fraction within 0.1",
                       lines={"heldout within_0.1": (sorted(metric), [metric[s] for s in sorted(metric)])}))
-    lesson.fact("heldout", {str(step): {"logcosh": float(heldout["losses/logcosh"][step]), "within_0.1": metric[step]}
-                            for step in sorted(metric)})
-    return (f"heldout logcosh {float(heldout['losses/logcosh'][0]):.3f} -> {float(heldout['losses/logcosh'][STEPS]):.4f},"
-            f" equal to numpy on each step's checkpoint; histogram and image read back; ckpt_{STEPS} re-evaluated exactly")

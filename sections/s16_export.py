@@ -1,105 +1,128 @@
 """The trained model outside Kauldron: the exported forward pass.
 
-With `cfg.exporter = kd.export.JaxModelExporter()` (the default exports nothing),
-`train()` serialises the model's forward pass with `jax.export` into
-`workdir/train_model.jax_exported` as training starts. The file holds the computation,
-not the weights: it takes the parameters, a `key` for the model's RNG streams and the
-model's inputs by name, with the batch size left free. The weights are in the
-checkpoints. So whoever serves the model needs jax and orbax, not Kauldron: below, a
-separate process that never imports Kauldron (nor flax, nor TensorFlow) loads the
-exported function and the last checkpoint's parameters and predicts, and its
-predictions are compared with the model's own.
+With an exporter in its config, `train()` serialises the model's forward pass with
+`jax.export` as training starts. The file holds the computation, not the weights: it takes
+the parameters, a `key` for the model's RNG streams and the inputs, with the batch size
+left free; the weights are in the checkpoints. Whoever serves the model then needs jax and
+orbax, not Kauldron. Which mode the file computes in matters, and it is not the one a
+server wants.
 """
 
+import dataclasses
 import json
-import sys
 
+import jax
 import numpy as np
 import orbax.checkpoint as ocp
-from kauldron import kd, konfig
+from kauldron import konfig
 
 from configs import regression
+from sections.children import python_m, run_child
 from sections.lesson import Lesson
 from sections.registry import section
-from sections.children import run_child
 from sections.shared import FEATURES, make_data
 
-STEPS = 200
+with konfig.imports():
+    from kauldron import kd as kd_cfg
 
-# The serving program: jax, orbax and numpy only. argv: the exported file, the checkpoint,
-# the inputs (.npy) and where to write what it saw (.npz with a JSON report).
-SERVE = """
-import json, sys
-import jax, numpy as np, orbax.checkpoint as ocp
+    from sections.parts import randomness as randomness_cfg
 
-exported_path, checkpoint, inputs_path, out_path = sys.argv[1:]
-with open(exported_path, "rb") as f:
-    forward = jax.export.deserialize(bytearray(f.read()))
-params = ocp.StandardCheckpointer().restore(checkpoint)["params"]
-x = np.load(inputs_path)
-key = jax.random.key_data(jax.random.key(0))  # the model draws no random numbers; the argument is required
-preds = np.asarray(forward.call(params=params, key=key, inputs=x)["preds"]["y"])
-try:
-    forward.call(params=params, key=key, inputs=x[:, :-1])
-    refused = None
-except ValueError as e:
-    refused = str(e).splitlines()[0]
-five_rows = forward.call(params=params, key=key, inputs=x[:5])["preds"]["y"].shape
-report = {"arguments": sorted(forward.in_tree.unflatten(forward.in_avals)[1]), "refused": refused,
-          "five_rows": list(five_rows),
-          "imported": sorted({m.split(".")[0] for m in sys.modules} & {"kauldron", "flax", "tensorflow"})}
-np.savez(out_path, preds=preds, report=json.dumps(report))
-"""
-
-
-def experiment(workdir):
-    with konfig.imports():
-        from kauldron import kd as kd_cfg
-
-    cfg = regression.get_config()
-    cfg.workdir, cfg.num_train_steps = str(workdir), STEPS
-    cfg.checkpointer = kd_cfg.ckpts.Checkpointer(save_interval_steps=STEPS)
-    cfg.exporter = kd_cfg.export.JaxModelExporter()
-    return cfg
+STEPS = 20
 
 
 @section(16, "export", "The trained model outside Kauldron: the exported forward pass", trains=True,
-         shows="JaxModelExporter's file and the checkpoint, served by a process that never imports Kauldron",
+         shows="train() exports in training mode (params only, CPU and TPU); export for serving; served without Kauldron",
          reference="https://kauldron.readthedocs.io/en/latest/export.html")
 def serve_without_kauldron(lesson: Lesson) -> str:
-    default = regression.get_config()
-    default.workdir = str(lesson.workdir / "default")
-    lesson.check(isinstance(konfig.resolve(default).exporter, kd.export.NoopExporter),
-                 "a Trainer exports nothing by default: its exporter is a kd.export.NoopExporter")
-    workdir = lesson.workdir / "run"
-    trainer = konfig.resolve(experiment(workdir))
-    trainer.train()
-    exported = workdir / "train_model.jax_exported"
-    checkpoint = workdir / "checkpoints" / f"ckpt_{STEPS}" / "default"
-    lesson.check(exported.is_file(), "train() wrote workdir/train_model.jax_exported")
-    print(f"  {exported.relative_to(lesson.workdir)}: {exported.stat().st_size} bytes;"
-          f" weights in {checkpoint.relative_to(lesson.workdir)}")
+    lesson.md("""
+    ## An exporter in the config
 
+    A Trainer exports nothing by default (its exporter is a `kd.export.NoopExporter`).
+    With `kd.export.JaxModelExporter()`, `train()` writes `train_model.jax_exported` to
+    the workdir. The model here is the MLP with dropout of section 14.
+    """)
+    cfg = regression.get_config()
+    cfg.workdir, cfg.num_train_steps = str(lesson.workdir / "run"), STEPS
+    cfg.model = randomness_cfg.DropoutMLP(inputs="batch.x", rate=0.5)
+    cfg.checkpointer = kd_cfg.ckpts.Checkpointer(save_interval_steps=STEPS)
+    cfg.exporter = kd_cfg.export.JaxModelExporter()
+    trainer = konfig.resolve(cfg)
+    state, _ = trainer.train()
+    print(sorted(path.name for path in trainer.workdir.iterdir()))
+    lesson.check((trainer.workdir / "train_model.jax_exported").is_file(), "train() wrote train_model.jax_exported")
+    lesson.check(type(default_exporter(lesson)).__name__ == "NoopExporter",
+                 "without an exporter in the config, a Trainer's exporter is a NoopExporter")
+
+    lesson.md("""
+    ## What `train()` exported: the training mode
+
+    The file is the forward pass for CPU and TPU, taking the `params` collection only (a
+    model with batch statistics would need more), in *training* mode: dropout is on,
+    with the training RNG streams seeded from `key`, so two keys give two predictions,
+    and the model records that it was training.
+    """)
+    exported = load(trainer.workdir / "train_model.jax_exported")
     x = make_data("eval")["x"]
-    np.save(lesson.workdir / "inputs.npy", x)
-    served = lesson.workdir / "served.npz"
-    print("\n  the serving process (python -c, jax and orbax only):\n    " + SERVE.strip().replace("\n", "\n    "))
-    run_child([sys.executable, "-c", SERVE, str(exported), str(checkpoint), str(lesson.workdir / "inputs.npy"),
-               str(served)], "the serving process")
-    result = np.load(served)
-    report = json.loads(str(result["report"]))
-    lesson.check_equal(report["imported"], [], "the modules among kauldron, flax and tensorflow the serving process imported")
-    lesson.check_equal(report["arguments"], ["inputs", "key", "params"], "the exported function's keyword arguments")
-    lesson.check_equal(report["five_rows"], [5, 1], "the predictions' shape for 5 rows: the batch size is left free")
+    outputs = [exported.call(params=state.params, key=key_data(seed), inputs=x) for seed in (0, 1)]
+    print(exported.platforms, sorted(exported.in_tree.unflatten(exported.in_avals)[1]), outputs[0]["interms"]["is_training"])
+    lesson.check_equal(tuple(exported.platforms), ("cpu", "tpu"), "the platforms exported by default")
+    lesson.check_equal(sorted(exported.in_tree.unflatten(exported.in_avals)[1]), ["inputs", "key", "params"],
+                       "the exported function's arguments: params, no other collection")
+    lesson.check(not np.array_equal(outputs[0]["preds"]["y"], outputs[1]["preds"]["y"]), "two keys, two predictions: dropout is on")
+    lesson.check_equal(float(outputs[0]["interms"]["is_training"][0]), 1.0, "the model recorded is_training")
 
-    own = np.asarray(trainer.model.apply({"params": ocp.StandardCheckpointer().restore(checkpoint)["params"]}, x)["y"])
-    difference = float(np.max(np.abs(result["preds"] - own)))
-    print(f"\n  served predictions for the {len(x)} held-out rows against the model's own with ckpt_{STEPS}:"
-          f" max |difference| = {difference}")
-    lesson.check(np.array_equal(result["preds"], own), "the served predictions equal the model's own, bit for bit")
-    refused = report["refused"] or ""
-    print(f"  inputs with {FEATURES - 1} features instead of {FEATURES}: ValueError: {refused}")
-    lesson.check("Shape mismatch" in refused and f"(b, {FEATURES})" in refused,
-                 f"the exported function refuses inputs of {FEATURES - 1} features, naming the shape (b, {FEATURES}) it expects")
-    lesson.fact("served", {"rows": len(x), "max_abs_difference": difference, "refused": refused})
-    return f"served {len(x)} predictions without Kauldron, equal to the model's own bit for bit; a wrong shape refused"
+    lesson.md("""
+    ## Export for serving: the same exporter, in eval mode
+
+    `train()` always exports in training mode. For serving, call the exporter yourself
+    with `is_training=False`, under another name: dropout is then off, the key no longer
+    matters, and the predictions are the model's own in eval mode.
+    """)
+    serving = dataclasses.replace(trainer.exporter, name="eval_model")
+    serving.export(model=trainer.model, state=state, element_spec=trainer.train_ds.element_spec, is_training=False)
+    eval_model = load(trainer.workdir / "eval_model.jax_exported")
+    served_here = [np.asarray(eval_model.call(params=state.params, key=key_data(seed), inputs=x)["preds"]["y"]) for seed in (0, 1)]
+    own = np.asarray(trainer.model.apply({"params": state.params}, x, is_training_property=False)["y"])
+    print(np.abs(served_here[0] - served_here[1]).max(), np.abs(served_here[0] - own).max())
+    lesson.check(np.array_equal(served_here[0], served_here[1]), "in eval mode, two keys give the same predictions")
+    lesson.check(np.array_equal(served_here[0], own), "the eval-mode export = the model's own eval-mode predictions")
+
+    lesson.md("""
+    ## Serve it without Kauldron
+
+    `sections/serve_exported.py` (below) loads the file and the last checkpoint's
+    parameters with jax and orbax only, in a process that never imports Kauldron, Flax or
+    TensorFlow. Its predictions are the model's own, bit for bit, for any batch size; rows
+    of the wrong width are refused with the shape it expects.
+    """)
+    checkpoint = trainer.workdir / "checkpoints" / f"ckpt_{STEPS}" / "default"
+    np.save(lesson.workdir / "inputs.npy", x)
+    run_child(python_m("sections.serve_exported", str(trainer.workdir / "eval_model.jax_exported"), str(checkpoint),
+                       str(lesson.workdir / "inputs.npy"), str(lesson.workdir / "served.npz")), "the serving process")
+    served = np.load(lesson.workdir / "served.npz")
+    report = json.loads(str(served["report"]))
+    print(report)
+    saved_params = ocp.StandardCheckpointer().restore(checkpoint)["params"]
+    lesson.check_equal(report["imported"], [], "what the serving process imported of kauldron, flax and tensorflow")
+    lesson.check(np.array_equal(served["preds"], trainer.model.apply({"params": saved_params}, x, is_training_property=False)["y"]),
+                 "the served predictions equal the model's own with ckpt's parameters, bit for bit")
+    lesson.check_equal(report["five_rows"], [5, 1], "the predictions' shape for 5 rows: the batch size is free")
+    lesson.check("Shape mismatch" in (report["refused"] or "") and f"(b, {FEATURES})" in report["refused"],
+                 f"rows of {FEATURES - 1} features are refused, naming the shape (b, {FEATURES})")
+    lesson.fact("served", {"rows": len(x), "refused": report["refused"]})
+    return f"train() exported in training mode; an eval-mode export served {len(x)} rows without Kauldron, bit for bit"
+
+
+def default_exporter(lesson: Lesson):
+    """The exporter of the regression experiment, which names none."""
+    cfg = regression.get_config()
+    cfg.workdir = str(lesson.workdir / "default")
+    return konfig.resolve(cfg).exporter
+
+
+def load(path):
+    return jax.export.deserialize(bytearray(path.read_bytes()))
+
+
+def key_data(seed: int):
+    return jax.random.key_data(jax.random.key(seed))

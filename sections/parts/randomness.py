@@ -1,9 +1,11 @@
-"""The regression MLP with dropout, and a metric that averages any value (section 14)."""
+"""What section 14 trains: the regression MLP with dropout, one that draws noise from an
+RNG stream of its own, and a metric that averages any value."""
 
 import dataclasses
 
 import flax
 import flax.linen as nn
+import jax
 import jax.numpy as jnp
 from kauldron import kd, kontext
 
@@ -37,3 +39,18 @@ class Average(kd.metrics.Metric):
 
     def get_state(self, values) -> "Average.State":
         return self.State.from_values(jnp.asarray(values, jnp.float32))
+
+
+class NoisyMLP(nn.Module):
+    """The regression MLP with Gaussian noise on its hidden layer, drawn from the RNG
+    stream `noise`; it records the noise's mean as `interms.noise_mean[0]`."""
+
+    inputs: kontext.Key = kontext.REQUIRED
+    hidden: int = 32
+
+    @nn.compact
+    def __call__(self, inputs):
+        h = nn.relu(nn.Dense(self.hidden, name="enc")(inputs))
+        noise = jax.random.normal(self.make_rng("noise"), h.shape)
+        self.sow("intermediates", "noise_mean", noise.mean())
+        return {"y": nn.Dense(1, name="out")(h + 0.1 * noise)}

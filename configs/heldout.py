@@ -1,0 +1,40 @@
+"""The regression experiment, evaluated on held-out rows and summarised (section 15).
+
+An evaluator along training (`heldout`, every 20 steps), another that only an eval job
+runs (`final`, on the last checkpoint), a histogram and an image among the training
+summaries, and a checkpoint every 20 steps. Train it, then evaluate the finished run:
+
+    python -m kauldron.main --cfg=configs/heldout.py --cfg.workdir=/absolute/path
+    python -m kauldron.main --cfg=configs/heldout.py --cfg.workdir=/absolute/path --eval_names=final
+"""
+
+from kauldron import konfig
+
+from configs import regression
+
+with konfig.imports():
+    from kauldron import kd
+
+    from sections import shared
+
+
+def get_config():
+    cfg = regression.get_config()
+    cfg.num_train_steps = 40
+    cfg.checkpointer = kd.ckpts.Checkpointer(save_interval_steps=20)
+    heldout = kd.data.InMemoryPipeline(loader=shared.make_loader("eval"), batch_size=32, num_epochs=1)
+    cfg.evals = {
+        "heldout": kd.evals.Evaluator(
+            run=kd.evals.EveryNSteps(20), ds=heldout,
+            losses={"logcosh": shared.LogCosh(preds="preds.y", targets="batch.y")},
+            metrics={"within_0.1": shared.WithinTol(preds="preds.y", targets="batch.y", tol=0.1)},
+        ),
+        # No losses or metrics: the training ones. Run only by `--eval_names=final`.
+        "final": kd.evals.Evaluator(run=kd.evals.StandaloneLastCheckpoint(), ds=heldout),
+    }
+    cfg.log_summaries_every = 20
+    cfg.train_summaries = {
+        "preds": kd.summaries.HistogramSummary(tensor="preds.y", num_buckets=10),
+        "enc": kd.summaries.ShowImages(images="interms.enc.__call__[0]", rearrange="b f -> 1 b f 1", num_images=1),
+    }
+    return cfg
