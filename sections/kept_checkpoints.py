@@ -12,7 +12,6 @@ behind, and Python prints each one's traceback whenever they are collected.
 from __future__ import annotations
 
 import json
-import pathlib
 import re
 import shutil
 import sys
@@ -21,10 +20,11 @@ from sections.children import run_child
 from sections.lesson import LessonFailed
 
 
-def start_fresh(workdir: pathlib.Path) -> list[str]:
+def start_fresh(lesson) -> None:
     """Clears an earlier run from a kept workdir, so that the lesson starts at step 0, and
-    returns what was there. Its checkpoints must be readable first: Kauldron would resume
-    from them, and it does not fall back to an older one when the newest is damaged."""
+    says so. Its checkpoints must be readable first: Kauldron would resume from them, and
+    it does not fall back to an older one when the newest is damaged."""
+    workdir = lesson.workdir
     committed = sorted(p for p in workdir.glob("*/checkpoints/ckpt_*") if re.fullmatch(r"ckpt_\d+", p.name))
     if committed:
         proc = run_child([sys.executable, "-m", "sections.kept_checkpoints", *map(str, committed)],
@@ -36,7 +36,8 @@ def start_fresh(workdir: pathlib.Path) -> list[str]:
     leftovers = sorted(p.name for p in workdir.iterdir())
     for path in workdir.iterdir():
         shutil.rmtree(path) if path.is_dir() else path.unlink()
-    return leftovers
+    if leftovers:
+        print(f"(this kept workdir held an earlier run, {leftovers}: its checkpoints are readable, cleared)")
 
 
 def problems(paths: list[str]) -> dict[str, str | None]:

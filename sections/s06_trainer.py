@@ -17,6 +17,7 @@ from kauldron import kd, konfig
 from configs import regression
 from sections.lesson import Lesson, Panel
 from sections.registry import section
+from sections.recompute import max_difference
 from sections.shared import MLP, event_files, read_scalars
 
 with konfig.imports():
@@ -130,9 +131,6 @@ def check_batch_stats(lesson: Lesson, stats, batch: dict) -> None:
         lesson.check_equal((row["Min"], row["Max"]), (float(values.min()), float(values.max())),
                            f"get_batch_stats' min and max of {row['Name']}")
 
-
-def max_difference(a, b) -> float:
-    return max(float(np.max(np.abs(np.asarray(x) - np.asarray(y)))) for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)))
 
 
 def enc_norm_by_hand(params, x) -> float:

@@ -8,16 +8,17 @@ the same Trainer again on the same workdir, and `train()` goes on from the lates
 checkpoint.
 """
 
+import importlib
 import json
 import pathlib
 
-import jax
 import numpy as np
 from kauldron import konfig
 
 from configs import regression
 from sections.kept_checkpoints import start_fresh
 from sections.lesson import Lesson, Panel
+from sections.recompute import max_difference
 from sections.registry import section
 from sections.shared import BATCH_SIZE, WithinTol, event_files, make_data, read_scalars
 
@@ -41,7 +42,7 @@ def evaluate_checkpoint_resume(lesson: Lesson) -> str:
     An evaluator given no losses or metrics reuses the training ones. `train()`
     evaluates and saves *before* each update, so a run of 40 steps saves at 0, 20 and 40.
     """)
-    clear_kept_workdir(lesson)
+    start_fresh(lesson)  # a kept workdir may hold an earlier run of this lesson
     cfg = regression.get_config()
     cfg.workdir = str(lesson.workdir / "run")  # absolute: Orbax refuses relative paths
     cfg.num_train_steps, cfg.log_metrics_every = 40, EVERY
@@ -115,18 +116,13 @@ def evaluate_checkpoint_resume(lesson: Lesson) -> str:
         print(f"{name:22} max |param difference|, resumed vs uninterrupted: {difference:.3g}")
     lesson.check(differences["InMemoryPipeline"] > 1e-3, "InMemoryPipeline: the resumed run's parameters differ")
     lesson.check_equal(differences["kd.data.py.DataSource"], 0.0, "PyGrain DataSource: the max |param difference|")
-    lesson.check(tf_pipelines_import_error() is not None and "grain.tensorflow" in tf_pipelines_import_error(),
-                 "kd.data.tf does not import from PyPI: grain.tensorflow is missing")
+    missing = lesson.check_raises(ModuleNotFoundError, lambda: importlib.import_module("kauldron.data.tf"),
+                                  "kd.data.tf does not import from PyPI: importing it")
+    lesson.check_equal(missing.name, "grain.tensorflow", "the module kd.data.tf misses")
     check_saved_positions(lesson, cfg)
     lesson.fact("max_param_difference_after_resume", differences)
     return (f"resumed at step 40 -> 61; eval logcosh {all_evals[0]['losses/logcosh']:.3f} -> "
             f"{all_evals[60]['losses/logcosh']:.4f}; resume exact with PyGrain, not with InMemoryPipeline")
-
-
-def clear_kept_workdir(lesson: Lesson) -> None:
-    """A kept workdir may hold an earlier run of this lesson: start over (if it is readable)."""
-    if leftovers := start_fresh(lesson.workdir):
-        print(f"(this kept workdir held an earlier run, {leftovers}: its checkpoints are readable, cleared)")
 
 
 def eval_rows(**batching):
@@ -165,8 +161,7 @@ def difference_after_resume(lesson: Lesson, *, pygrain: bool, resumed=None) -> f
     cfg.workdir = str(lesson.workdir / f"{'pygrain' if pygrain else 'in-memory'}-uninterrupted")
     cfg.num_train_steps, cfg.checkpointer = 60, kd_cfg.ckpts.NoopCheckpointer()
     uninterrupted, _ = konfig.resolve(cfg).train()
-    return max(float(np.max(np.abs(np.asarray(a) - np.asarray(b))))
-               for a, b in zip(jax.tree.leaves(resumed.params), jax.tree.leaves(uninterrupted.params)))
+    return max_difference(resumed.params, uninterrupted.params)
 
 
 def check_saved_positions(lesson: Lesson, cfg) -> None:
@@ -178,14 +173,6 @@ def check_saved_positions(lesson: Lesson, cfg) -> None:
                        "the PyGrain position saved in ckpt_40: 40 batches of 32", internal=True)
     lesson.check(not any(name.endswith(".json") for name in in_memory),
                  "InMemoryPipeline's ckpt_40 holds no iterator position", internal=True)
-
-
-def tf_pipelines_import_error() -> str | None:
-    try:
-        import kauldron.data.tf  # noqa: F401
-    except ImportError as e:
-        return f"{type(e).__name__}: {e}"
-    return None
 
 
 def plot_evaluations(lesson: Lesson, evals: dict) -> None:

@@ -7,7 +7,6 @@ ran: `config.json` holds the config after the flags, TensorBoard files hold the 
 """
 
 import json
-import pathlib
 import shlex
 import sys
 
@@ -18,6 +17,7 @@ from configs import regression
 from sections.children import ROOT, python_m, run_child
 from sections.lesson import Lesson
 from sections.registry import section
+from sections.recompute import library_source
 from sections.shared import event_files, read_scalars
 
 STEPS = 50
@@ -79,7 +79,7 @@ def experiment_from_the_command_line(lesson: Lesson) -> str:
                                 "the launcher's JSON of optax.adamw(0.001, nesterov=True) as --cfg.optimizer")
     print(str(error).splitlines()[-1][:150])
     lesson.check("cannot be casted" in str(error) and "'str'" in str(error), "the JSON arrived as a string")
-    lesson.check('kd.konfig.DEFINE_config_file(\n      "cfg"' in kauldron_main_source(),
+    lesson.check('kd.konfig.DEFINE_config_file(\n      "cfg"' in library_source("kauldron.main"),
                  "kauldron/main.py defines --cfg with kd.konfig.DEFINE_config_file", internal=True)
 
     lesson.md("""
@@ -147,9 +147,3 @@ def check_launcher_encoding(lesson: Lesson, overrides: list[dict]) -> None:
     for path, value in (item for run in overrides for item in run.items()):
         lesson.check_equal(launcher_value(value), json_utils.arg_to_json(value), f"the launcher's JSON for {path}",
                            internal=True)
-
-
-def kauldron_main_source() -> str:
-    import importlib.util
-
-    return pathlib.Path(importlib.util.find_spec("kauldron.main").origin).read_text()

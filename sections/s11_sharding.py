@@ -7,19 +7,17 @@ too. Here 8 CPU devices are simulated, which must be set before jax starts, so t
 8-device runs happen in a process of their own (`sections/on_devices.py`).
 """
 
-import importlib.util
 import json
-import pathlib
 
 import jax
-import numpy as np
 from kauldron import konfig
 
 from configs import regression
 from sections.children import python_m, run_child
 from sections.lesson import Lesson
 from sections.registry import section
-from sections.shared import BATCH_SIZE, FEATURES, WithinTol, event_files, read_scalars
+from sections.recompute import largest_relative_difference, library_source, logged, within_tol_of_first_batch
+from sections.shared import BATCH_SIZE, FEATURES
 
 with konfig.imports():
     from kauldron import kd as kd_cfg
@@ -84,7 +82,7 @@ def data_parallel_training(lesson: Lesson) -> str:
                  "with the default strategy every parameter is replicated")
     relative = largest_relative_difference(losses["replicated"], losses["one device"])
     lesson.check(relative <= LOSS_RTOL, f"the 8-device loss curve matches one device's within rtol {LOSS_RTOL:g}")
-    lesson.check_close(logged(lesson.workdir / "replicated", "metrics/within_tol")[0], pooled_ratio(one_device),
+    lesson.check_close(logged(lesson.workdir / "replicated", "metrics/within_tol")[0], within_tol_of_first_batch(one_device),
                        "within_tol at step 0 on 8 devices = numpy's ratio pooled over the whole batch")
 
     lesson.md("""
@@ -116,7 +114,7 @@ def data_parallel_training(lesson: Lesson) -> str:
     print(str(error).split(". ")[0])
     lesson.check("must be called before any JAX calls" in str(error), "the error says it must be called before any JAX call")
     lesson.check(not replicated["distributed_initialized"], "after training, the Trainer had not initialised jax.distributed")
-    lesson.check("distributed.initialize" not in kauldron_main_source(), "kauldron/main.py never calls it", internal=True)
+    lesson.check("distributed.initialize" not in library_source("kauldron.main"), "kauldron/main.py never calls it", internal=True)
     lesson.fact("max_relative_loss_difference", relative)
     lesson.fact("fsdp_shards", {path: param["shard"] for path, param in report["fsdp"]["params"].items()})
     return f"batch split {DEVICES} ways; FSDP shards enc.kernel to 16x4; loss curves agree to {relative:.1g} relative"
@@ -131,23 +129,3 @@ def write_configs(lesson: Lesson, runs: dict) -> list[str]:
         path.write_text(cfg.to_json())
         found.append(f"{name}={path}")
     return found
-
-
-def logged(workdir, tag: str) -> dict[int, float]:
-    return {step: values[tag] for step, values in read_scalars(*event_files(workdir, "train")).items() if tag in values}
-
-
-def largest_relative_difference(a: dict[int, float], b: dict[int, float]) -> float:
-    assert sorted(a) == sorted(b), (sorted(a), sorted(b))
-    return max(abs(a[step] - b[step]) / abs(b[step]) for step in b)
-
-
-def pooled_ratio(trainer) -> float:
-    """WithinTol on the first batch with the initial parameters, by numpy."""
-    batch = next(iter(trainer.train_ds))
-    preds = trainer.model.apply({"params": trainer.init_state().params}, batch["x"])["y"]
-    return float(np.mean(np.abs(np.asarray(preds) - batch["y"]) < WithinTol(preds="", targets="").tol))
-
-
-def kauldron_main_source() -> str:
-    return pathlib.Path(importlib.util.find_spec("kauldron.main").origin).read_text()

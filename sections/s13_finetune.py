@@ -16,7 +16,7 @@ from kauldron import konfig
 from configs import regression
 from sections.lesson import Lesson, Panel
 from sections.registry import section
-from sections.shared import event_files, read_scalars
+from sections.recompute import logged, same
 
 with konfig.imports():
     import optax as optax_cfg
@@ -73,7 +73,7 @@ def finetune_from_a_checkpoint(lesson: Lesson) -> str:
     state, _ = finetune.train()
     cfg.workdir, cfg.init_transform = str(lesson.workdir / "scratch"), kd_cfg.ckpts.NoopTransform()
     konfig.resolve(cfg).train()
-    curves = {name: logged_loss(lesson.workdir / name) for name in ("finetune", "scratch")}
+    curves = {name: logged(lesson.workdir / name, "losses/logcosh") for name in ("finetune", "scratch")}
     print({name: round(curve[STEPS], 4) for name, curve in curves.items()})
     lesson.check(same(state.params["enc"], checkpoint["params"]["enc"]), "after training, the encoder is still the checkpoint's")
     lesson.check(not same(state.params["head"], start.params["head"]), "after training, the head's parameters have moved")
@@ -126,13 +126,6 @@ def experiment(workdir, model):
     return cfg
 
 
-def same(a, b) -> bool:
-    return all(np.array_equal(np.asarray(x), np.asarray(y)) for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)))
-
-
-def logged_loss(workdir) -> dict[int, float]:
-    return {step: v["losses/logcosh"] for step, v in read_scalars(*event_files(workdir, "train")).items()
-            if "losses/logcosh" in v}
 
 
 def plot_losses(lesson: Lesson, curves: dict[str, dict[int, float]]) -> None:

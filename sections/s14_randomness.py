@@ -15,6 +15,7 @@ from kauldron import kd, konfig, kontext
 from configs import regression
 from sections.lesson import Lesson
 from sections.registry import section
+from sections.recompute import same
 from sections.shared import event_files, make_data, read_scalars, read_tensors
 
 with konfig.imports():
@@ -133,9 +134,6 @@ def dropout_experiment(workdir, seed: int):
     cfg.evals = {"eval": kd_cfg.evals.Evaluator(run=kd_cfg.evals.EveryNSteps(STEPS))}  # the train losses and metrics
     return cfg
 
-
-def same(a, b) -> bool:
-    return all(np.array_equal(np.asarray(x), np.asarray(y)) for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)))
 
 
 def eval_mode_loss(trainer, state) -> float:

@@ -15,6 +15,7 @@ from kauldron import konfig
 from configs import regression
 from sections.lesson import Lesson
 from sections.registry import section
+from sections.recompute import same
 from sections.shared import MLP, event_files, make_data, read_scalars
 
 with konfig.imports():
@@ -120,7 +121,3 @@ def is_variable(value) -> bool:
 def plain(params):
     """nnx.Param leaves -> their arrays, in the same nesting."""
     return jax.tree.map(lambda v: v.get_value() if is_variable(v) else v, params, is_leaf=is_variable)
-
-
-def same(a, b) -> bool:
-    return all(np.array_equal(x, y) for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)))

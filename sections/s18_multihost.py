@@ -14,7 +14,6 @@ import inspect
 import json
 import socket
 
-import numpy as np
 from kauldron import kd, konfig
 
 from configs import multihost
@@ -22,7 +21,8 @@ from sections.children import is_loopback
 from sections.lesson import Lesson
 from sections.multihost_job import JOB_LOG, run_job
 from sections.registry import section
-from sections.shared import BATCH_SIZE, WithinTol, event_files, read_scalars
+from sections.recompute import within_tol_of_first_batch
+from sections.shared import BATCH_SIZE, event_files, read_scalars
 
 PROCESSES, DEVICES_PER_PROCESS, STEPS = 2, 4, 20
 LOSS_RTOL = 1e-5  # as in section 11: 8 partial sums added in another order
@@ -102,7 +102,7 @@ def two_processes_one_job(lesson: Lesson) -> str:
     relative = max(abs(losses["job"][s] - losses["reference"][s]) / abs(losses["reference"][s]) for s in losses["reference"])
     lesson.check(sorted(losses["job"]) == sorted(losses["reference"]) and relative <= LOSS_RTOL,
                  f"the job's loss curve = one process's on one device, within rtol {LOSS_RTOL:g}")
-    lesson.check_close(read_scalars(*event_files(job, "train"))[0]["metrics/within_tol"], pooled_ratio(reference),
+    lesson.check_close(read_scalars(*event_files(job, "train"))[0]["metrics/within_tol"], within_tol_of_first_batch(reference),
                        "the job's within_tol at step 0 = numpy's ratio over the whole global batch")
 
     lesson.md("""
@@ -132,10 +132,3 @@ def train_reference(workdir):
     trainer = konfig.resolve(cfg)
     trainer.train()
     return trainer
-
-
-def pooled_ratio(trainer) -> float:
-    batch = next(iter(trainer.train_ds))
-    preds = trainer.model.apply({"params": trainer.init_state().params}, batch["x"])["y"]
-    return float(np.mean(np.abs(np.asarray(preds) - batch["y"]) < WithinTol(preds="", targets="").tol))
-
