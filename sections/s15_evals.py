@@ -27,7 +27,7 @@ CONFIG_FILE = ROOT / "configs" / "heldout.py"
 
 
 @section(15, "evals", "Evaluators and summaries, and evaluating a finished run", trains=True, start_early=True,
-         shows="an evaluator on held-out data, histogram and image summaries, and kauldron.main --eval_names on the finished run",
+         shows="an evaluator on held-out data, histogram and image summaries, and an eval job: kauldron.main --eval_names",
          reference="https://kauldron.readthedocs.io/en/latest/eval.html")
 def evaluators_and_summaries(lesson: Lesson) -> str:
     lesson.md("""
@@ -41,20 +41,17 @@ def evaluators_and_summaries(lesson: Lesson) -> str:
     cfg = heldout.get_config()
     cfg.workdir = str(lesson.workdir / "run")
     trainer = konfig.resolve(cfg)
-    state, _ = trainer.train()
-    print(sorted(p.name for p in trainer.workdir.iterdir()))
-    lesson.check((trainer.workdir / "heldout").is_dir() and not (trainer.workdir / "final").exists(),
-                 "train() ran the evaluator heldout and not final")
+    print({name: type(evaluator.run).__name__ for name, evaluator in trainer.evals.items()})
 
     lesson.md("""
-    ## Evaluate the finished run, as a job of its own
+    ## An eval job beside the training
 
-    `--eval_names=final` makes `kauldron.main` evaluate instead of train: it waits for
-    the workdir's checkpoints, evaluates them, and stops once the run has written
-    `train_complete.txt` (it polls: about 20 seconds here). It runs in the background
-    while this lesson reads the run. Kauldron's ready-made eval-only config,
-    `kd.train.Trainer.eval_only()`, does not resolve from PyPI: it reads its data through
-    `kd.data.tf`, which needs the unpublished `grain.tensorflow`.
+    `--eval_names=final` makes `kauldron.main` evaluate instead of train, in a job of its
+    own: it waits for the workdir's checkpoints, evaluates them, and stops once training
+    has written `train_complete.txt` (it polls, every 10 seconds). It starts here, and
+    runs while this lesson trains and reads the run. Kauldron's ready-made eval-only
+    config, `kd.train.Trainer.eval_only()`, does not resolve from PyPI: it reads its data
+    through `kd.data.tf`, which needs the unpublished `grain.tensorflow`.
     """)
     eval_job = start_in_background(lesson, python_m("kauldron.main", f"--cfg={CONFIG_FILE}", f"--cfg.workdir={cfg.workdir}",
                                                     "--eval_names=final"), lesson.workdir / "eval-job.log")
@@ -64,6 +61,17 @@ def evaluators_and_summaries(lesson: Lesson) -> str:
     error = lesson.check_raises(AttributeError, lambda: konfig.resolve(eval_only), "resolving kd.train.Trainer.eval_only()")
     print(str(error).splitlines()[-1])
     lesson.check("has no attribute 'tf'" in str(error), "kd.train.Trainer.eval_only() fails on kd.data.tf")
+
+    lesson.md("""
+    ## Train
+
+    `train()` runs the evaluators that run along training, here `heldout`, and writes
+    each one's results under `workdir/<its name>/`; `final` is left to the eval job.
+    """)
+    state, _ = trainer.train()
+    print(sorted(p.name for p in trainer.workdir.iterdir()))
+    lesson.check((trainer.workdir / "heldout").is_dir() and not (trainer.workdir / "final").exists(),
+                 "train() ran the evaluator heldout and not final")
 
     lesson.md("""
     ## What the evaluator wrote, recomputed by hand
@@ -111,8 +119,8 @@ def evaluators_and_summaries(lesson: Lesson) -> str:
     lesson.md("""
     ## The eval job's result
 
-    The job evaluated the last checkpoint with `final`, which uses the training loss and
-    metric, and wrote them to `final/`.
+    Once training had completed, the job evaluated the last checkpoint with `final`,
+    which uses the training loss and metric, and wrote them to `final/`.
     """)
     finish(eval_job, "python -m kauldron.main --eval_names=final")
     final = read_tensors(trainer.workdir, "final")

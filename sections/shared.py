@@ -127,7 +127,15 @@ class RegressionRows:
 def event_files(workdir: str | pathlib.Path, collection: str) -> list[pathlib.Path]:
     """The TensorBoard event files Kauldron wrote for a collection (`train`, or an
     evaluator's name), oldest first: each `train()` call starts a new one."""
-    return sorted(pathlib.Path(workdir, collection).glob("events.out.tfevents.*"))
+    return sorted(pathlib.Path(workdir, collection).glob("events.out.tfevents.*"), key=_written_order)
+
+
+def _written_order(path: pathlib.Path) -> tuple[int, int]:
+    """An event file's name, `events.out.tfevents.<seconds>.<host>.<pid>.<n>.v2`, as the
+    order it was opened in: by time, then by the writer's counter (two train() calls can
+    open theirs in the same second, and as text "12" sorts before "3")."""
+    parts = path.name.split(".")
+    return int(parts[3]), int(parts[-2])
 
 
 def read_scalars(*paths: pathlib.Path) -> dict[int, dict[str, float]]:
