@@ -23,20 +23,17 @@ ATTEMPTS = 3
 PORT_TAKEN = re.compile(r"Failed to add port to server")
 
 
-class JobLog:
-    """Which lines of a process's log teach (who it is, where training started, the last
-    losses), and which are noise (gloo's connection lines, absl's start-up)."""
-
-    KEEP = re.compile(r"^process \d+ of \d+: |Starting training loop at step \d+|collection=train losses")
-    NOISE = {"gloo connection lines": re.compile(r"^\[Gloo\]")}
-
-    def digest(self, log: pathlib.Path) -> tuple[list[str], str]:
-        """The lines worth showing (a losses line up to its first value), and what was dropped."""
-        kept, dropped = log_digest(log, self.KEEP, self.NOISE)
-        return [line.split(", ")[0] if "collection=" in line else line for line in kept], dropped
+# The lines of a process's log that teach (who it is, where training started, the losses)
+# and the noise counted apart (gloo's connection lines); absl's start-up is the rest.
+TEACHES = re.compile(r"^process \d+ of \d+: |Starting training loop at step \d+|collection=train losses")
+NOISE = {"gloo connection lines": re.compile(r"^\[Gloo\]")}
 
 
-JOB_LOG = JobLog()
+def digest(log: pathlib.Path) -> tuple[list[str], str]:
+    """The lines of a process's log worth showing (a losses line up to its first value),
+    and one line saying what was dropped."""
+    kept, dropped = log_digest(log, TEACHES, NOISE)
+    return [line.split(", ")[0] if "collection=" in line else line for line in kept], dropped
 
 
 def commands(job: pathlib.Path, processes: int, devices: int, port: int) -> dict[str, tuple[list[str], dict]]:

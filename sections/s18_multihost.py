@@ -19,7 +19,7 @@ from kauldron import kd, konfig
 from configs import multihost
 from sections.children import is_loopback
 from sections.lesson import Lesson
-from sections.multihost_job import JOB_LOG, run_job
+from sections.multihost_job import digest, run_job
 from sections.registry import section
 from sections.recompute import within_tol_of_first_batch
 from sections.shared import BATCH_SIZE, event_files, read_scalars
@@ -45,7 +45,7 @@ def two_processes_one_job(lesson: Lesson) -> str:
     commands, listeners = run_job(job, PROCESSES, DEVICES_PER_PROCESS)
     print(commands["process-1"])
     for name in commands:
-        kept, dropped = JOB_LOG.digest(lesson.workdir / f"{name}.log")
+        kept, dropped = digest(lesson.workdir / f"{name}.log")
         print("\n".join(kept), f"\n({dropped})")
     for i in range(PROCESSES):
         lesson.check(f"process {i} of {PROCESSES}: {DEVICES_PER_PROCESS} local devices, {PROCESSES * DEVICES_PER_PROCESS} in the"
