@@ -34,8 +34,8 @@ SECTIONS_DIR = pathlib.Path(__file__).resolve().parent
 SECTION_FILES = "s[0-9][0-9]_*.py"
 # How many innermost frames of an unexpected error are shown under its section.
 SHORT_TRACEBACK_FRAMES = 3
-# Test hook: the section with this slug raises instead of teaching, or with "<slug>:crash"
-# kills its own process (tests/test_reliability.py).
+# Test hook: the section with this slug raises instead of teaching; with "<slug>:crash" it
+# kills its own process, with "<slug>:hang" it waits for Ctrl-C (tests/test_reliability.py).
 FAIL_SECTION_ENV = "KAULDRON_TUTORIAL_FAIL_SECTION"
 
 
@@ -190,6 +190,10 @@ def select(infos: list[SectionInfo], selectors: list[str]) -> list[SectionInfo]:
 def _injected_failure(how: str):
     if how == "crash":  # as a segfault in compiled code would: no Python error, the process gone
         os.kill(os.getpid(), signal.SIGKILL)
+    if how == "hang":  # a long section, as the user sees it when they press Ctrl-C
+        print("hanging until interrupted", flush=True)
+        while True:
+            time.sleep(0.1)
     raise RuntimeError(f"failure injected by {FAIL_SECTION_ENV}")
 
 
