@@ -374,14 +374,25 @@ def run_in_workers(jobs, worker_setup, chosen, section_dir, finish, results, run
         run_in_pool(1, worker_setup, [info], [info], section_dir, finish, results, running, alone=True, first=first)
 
 
+def worker_context(trains: bool):
+    """Workers forked from a server that has imported what training lessons need
+    (sections/warm_imports.py), when one is chosen. Never forked from this process: it
+    may have started jax, which is multithreaded. Else spawned: light lessons import
+    little."""
+    if not trains or "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["__main__", "sections.warm_imports"])
+    return context
+
+
 def run_in_pool(workers, worker_setup, start_order, print_order, section_dir, finish, results, running,
                 alone=False, first=lambda environment: None) -> list:
     """Runs sections in a pool; prints and records each in `print_order`. Returns the
     sections left undone when a worker died (none when `alone`: that section failed)."""
     pool = concurrent.futures.ProcessPoolExecutor(
         max_workers=workers, initializer=start_worker, initargs=worker_setup,
-        # Not fork: this process has started jax, which is multithreaded.
-        mp_context=multiprocessing.get_context("spawn"))
+        mp_context=worker_context(any(info.trains for info in start_order)))
     futures = {}
     try:
         no_compat = worker_setup[0]

@@ -10,16 +10,22 @@ variants take turns round after round, so a noisy neighbour slows them all alike
     suite-cold  python tutorial.py (every section, default --jobs), with an empty compilation cache
     suite-warm  the same, with a cache filled by an earlier (uncounted) run
     suite-warm-j1  the same with --jobs 1: every section in one process, one after another
+    suite-warm-j3  the same with --jobs 3: one worker more than this machine kind's 2 cores
     guide-scope python tutorial.py 1 ... 9, warm: what the guide covers (10 on go beyond it)
     kontext     python tutorial.py kontext
     imports     only the imports every training lesson needs (jax, flax, optax, Kauldron
                 with kd.train and kd.data, which pull in TensorFlow): the floor under both
 
-Reported per variant: median and range of wall seconds; the median of the largest RSS any
-one process reached; the median of the peak memory of all its processes together (their
-proportional set sizes, which count shared pages once, summed, sampled every 0.25 s); and
-the ratio of each median to the guide's. Medians and ratios, because these machines are
-noisy.
+Reported per variant: median and range of wall seconds, and the ratio of the median to the
+guide's (medians and ratios, because these machines are noisy); then, from one more run of
+each, the largest RSS any one process reached and the peak memory of all its processes
+together (their proportional set sizes, which count shared pages once, summed, sampled
+every 0.25 s). Memory is sampled apart from the timed rounds: reading a large process's
+PSS costs about 26 ms of CPU, and sampling the suite's eight processes every 0.25 s took
+most of a core from it.
+
+A run that fails or passes --timeout ends the measurement: what the rounds before it
+measured is still reported. Linux only (it reads /proc).
 """
 
 from __future__ import annotations
@@ -47,66 +53,90 @@ IMPORTS = "import jax, flax, optax; from kauldron import kd; kd.train.Trainer; k
 TARGETS = {"suite-warm": (2.0, None), "guide-scope": (0.7, None), "kontext": (0.1, 300)}
 
 
-def tree_memory_mb(root: int) -> float:
-    """The memory of process `root` and all its descendants now: summed PSS, in MB."""
+def tree_memory_mb(root: int) -> tuple[float, float]:
+    """The memory of process `root` and all its descendants now, in MB: their PSS summed,
+    and the largest RSS of one of them."""
     try:
         top = psutil.Process(root)
         tree = [top, *top.children(recursive=True)]
     except psutil.NoSuchProcess:
-        return 0.0
-    total = 0
+        return 0.0, 0.0
+    total = largest = 0
     for proc in tree:
         with contextlib.suppress(psutil.Error):  # gone meanwhile
-            total += proc.memory_full_info().pss
-    return total / 2**20
+            info = proc.memory_full_info()
+            total += info.pss
+            largest = max(largest, info.rss)
+    return total / 2**20, largest / 2**20
 
 
 class PeakMemory(threading.Thread):
-    """Samples tree_memory_mb(pid) until told to stop; `.peak` is the largest seen."""
+    """Samples tree_memory_mb(pid) until told to stop: `.peak` is the largest sum seen,
+    `.largest` the largest single process. Sampling sees the --jobs workers, which the
+    forkserver starts and waits for (wait4 on the tutorial reports only its own)."""
 
     def __init__(self, pid: int):
         super().__init__(daemon=True)
-        self.pid, self.peak, self.done = pid, 0.0, threading.Event()
+        self.pid, self.peak, self.largest, self.done = pid, 0.0, 0.0, threading.Event()
 
     def run(self):
         while not self.done.wait(0.25):
-            self.peak = max(self.peak, tree_memory_mb(self.pid))
+            total, largest = tree_memory_mb(self.pid)
+            self.peak, self.largest = max(self.peak, total), max(self.largest, largest)
 
 
-def measure(cmd: list[str], cwd: pathlib.Path) -> tuple[float, float, float]:
+def measure(cmd: list[str], cwd: pathlib.Path, timeout: float, sample: bool = False) -> tuple[float, float, float]:
     """Runs cmd to completion; returns (wall seconds, largest RSS of one process in MB, peak
-    memory of all its processes together in MB). Linux folds waited-for children's largest
-    RSS into wait4's."""
+    memory of all its processes together in MB), the memory sampled only if `sample` (else
+    0, 0). Sampling sees every descendant, the --jobs workers a forkserver starts too."""
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     sampler = PeakMemory(proc.pid)
-    sampler.start()
-    stderr = proc.stderr.read()
-    sampler.done.set()
-    sampler.join()
-    _, status, usage = os.wait4(proc.pid, 0)
+    if sample:
+        sampler.start()
+    try:
+        _, stderr = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        raise RuntimeError(f"{' '.join(cmd)} ran past --timeout {timeout:.0f} s") from None
+    finally:
+        sampler.done.set()
+        if sample:
+            sampler.join()
     seconds = time.perf_counter() - start
-    proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode != 0:
         tail = stderr.decode(errors="replace").strip().splitlines()[-3:]
         raise RuntimeError(f"{' '.join(cmd)} exited {proc.returncode}: {' | '.join(tail)}")
-    return seconds, usage.ru_maxrss / 1024, sampler.peak  # Linux reports ru_maxrss in KB
+    return seconds, sampler.largest, sampler.peak
+
+
+def positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--guide", type=pathlib.Path, default=DEFAULT_GUIDE,
                         help=f"the restored guide (default: {DEFAULT_GUIDE})")
-    parser.add_argument("--rounds", type=int, default=3, help="runs of each variant (default: 3)")
+    parser.add_argument("--rounds", type=positive_int, default=3, help="timed runs of each variant (default: 3)")
+    parser.add_argument("--timeout", type=float, default=900, help="seconds one run may take (default: 900)")
     parser.add_argument("--json", type=pathlib.Path, help="also write the raw measurements here")
     parser.add_argument("--variants", nargs="+", metavar="NAME",
                         help="measure only these variants (the guide is always measured: the ratios need it)")
     args = parser.parse_args()
+    if not sys.platform.startswith("linux"):
+        parser.error(f"needs Linux (it reads processes' memory from /proc); this is {sys.platform}")
     if not args.guide.is_file():
         parser.error(f"no guide at {args.guide.resolve()}; pass its path with --guide")
 
     python = sys.executable
     tutorial = str(ROOT / "tutorial.py")
+    seconds: dict[str, list[float]] = {}
+    memory: dict[str, tuple[float, float]] = {}
     with tempfile.TemporaryDirectory(prefix="kauldron-bench-") as tmp:
         tmp = pathlib.Path(tmp)
         warm_cache = tmp / "warm-cache"
@@ -115,6 +145,7 @@ def main() -> int:
             "suite-cold": lambda r: [python, tutorial, "--cache-dir", str(tmp / f"cold-cache-{r}")],
             "suite-warm": lambda r: [python, tutorial, "--cache-dir", str(warm_cache)],
             "suite-warm-j1": lambda r: [python, tutorial, "--jobs", "1", "--cache-dir", str(warm_cache)],
+            "suite-warm-j3": lambda r: [python, tutorial, "--jobs", "3", "--cache-dir", str(warm_cache)],
             "guide-scope": lambda r: [python, tutorial, *GUIDE_SECTIONS, "--cache-dir", str(warm_cache)],
             "kontext": lambda r: [python, tutorial, "kontext", "--cache-dir", str(warm_cache)],
             "imports": lambda r: [python, "-c", IMPORTS],
@@ -124,44 +155,68 @@ def main() -> int:
             if unknown:
                 parser.error(f"unknown variants {sorted(unknown)}; known: {', '.join(variants)}")
             variants = {name: command for name, command in variants.items() if name == "guide" or name in args.variants}
+        seconds = {name: [] for name in variants}
         print(f"python: {python}\nguide: {args.guide}\nwarming the cache (not counted) ...", flush=True)
-        for name in ("suite-warm", "guide-scope", "kontext"):  # the first of them selected fills the warm cache
-            if name in variants:
-                measure(variants[name](0), tmp)
-                break
-        results: dict[str, list[tuple[float, float, float]]] = {name: [] for name in variants}
-        for r in range(args.rounds):
-            names = list(variants)
-            for name in names[r % len(names):] + names[:r % len(names)]:  # rotate who goes first
-                seconds, rss, total = measure(variants[name](r), tmp)
-                results[name].append((seconds, rss, total))
-                print(f"  round {r + 1}/{args.rounds} {name:<13} {seconds:6.1f} s {rss:7.0f} MB one process"
-                      f" {total:7.0f} MB all", flush=True)
+        try:
+            for name in ("suite-warm", "guide-scope", "kontext"):  # the first of them selected fills the warm cache
+                if name in variants:
+                    measure(variants[name](0), tmp, args.timeout)
+                    break
+            for r in range(args.rounds):
+                names = list(variants)
+                for name in names[r % len(names):] + names[:r % len(names)]:  # rotate who goes first
+                    seconds[name].append(measure(variants[name](r), tmp, args.timeout)[0])
+                    print(f"  round {r + 1}/{args.rounds} {name:<13} {seconds[name][-1]:6.1f} s", flush=True)
+            print("memory: one more run of each, sampled", flush=True)
+            for name, command in variants.items():
+                memory[name] = measure(command(args.rounds), tmp, args.timeout, sample=True)[1:]
+        except RuntimeError as e:
+            print(f"stopped: {e}", flush=True)
 
-    medians = {name: tuple(statistics.median(run[k] for run in runs) for k in range(3))
-               for name, runs in results.items()}
-    guide_s, guide_mb, guide_total = medians["guide"]
-    print("\n| variant | median s | min-max s | time / guide | largest process MB | all processes MB | all / guide |")
-    print("|---|---|---|---|---|---|---|")
-    for name, runs in results.items():
-        seconds = [run[0] for run in runs]
-        med_s, med_mb, med_total = medians[name]
-        print(f"| {name} | {med_s:.1f} | {min(seconds):.1f}-{max(seconds):.1f} | {med_s / guide_s:.2f} |"
-              f" {med_mb:.0f} | {med_total:.0f} | {med_total / guide_total:.2f} |")
+    report(seconds, memory)
+    if args.json:
+        args.json.write_text(json.dumps({"python": python, "guide": str(args.guide), "cores": os.cpu_count(),
+                                         "versions": versions(python), "seconds": seconds, "memory_mb": memory},
+                                        indent=2) + "\n")
+    return 0 if all(len(runs) == args.rounds for runs in seconds.values()) and len(memory) == len(seconds) else 1
+
+
+def report(seconds: dict[str, list[float]], memory: dict[str, tuple[float, float]]) -> None:
+    """The table of what was measured, and the targets; variants with no finished run left out."""
+    measured = {name: runs for name, runs in seconds.items() if runs}
+    if "guide" not in measured:
+        print("no finished run of the guide: no ratios")
+        return
+    guide_s = statistics.median(measured["guide"])
+    guide_total = memory.get("guide", (0, 0))[1]
+    print("\n| variant | runs | median s | min-max s | time / guide | largest process MB | all processes MB | all / guide |")
+    print("|---|---|---|---|---|---|---|---|")
+    for name, runs in measured.items():
+        largest, total = memory.get(name, (float("nan"), float("nan")))
+        ratio = total / guide_total if guide_total else float("nan")
+        print(f"| {name} | {len(runs)} | {statistics.median(runs):.1f} | {min(runs):.1f}-{max(runs):.1f} |"
+              f" {statistics.median(runs) / guide_s:.2f} | {largest:.0f} | {total:.0f} | {ratio:.2f} |")
     print()
     for name, (time_ratio, rss_mb) in TARGETS.items():
-        if name not in medians:
+        if name not in measured:
             continue
-        med_s, med_mb, _ = medians[name]
-        checks = [f"time {med_s / guide_s:.2f} x guide (target <= {time_ratio})"
-                  + ("" if med_s / guide_s <= time_ratio else " MISSED")]
-        if rss_mb is not None:
-            checks.append(f"largest process {med_mb:.0f} MB (target < {rss_mb})" + ("" if med_mb < rss_mb else " MISSED"))
+        ratio = statistics.median(measured[name]) / guide_s
+        checks = [f"time {ratio:.2f} x guide (target <= {time_ratio})" + ("" if ratio <= time_ratio else " MISSED")]
+        if rss_mb is not None and name in memory:
+            largest = memory[name][0]
+            checks.append(f"largest process {largest:.0f} MB (target < {rss_mb})" + ("" if largest < rss_mb else " MISSED"))
         print(f"{name}: " + "; ".join(checks))
-    if args.json:
-        args.json.write_text(json.dumps({"python": python, "guide": str(args.guide), "runs": results,
-                                         "medians": medians}, indent=2) + "\n")
-    return 0
+
+
+def versions(python: str) -> dict[str, str]:
+    """The versions the measured runs used, as the interpreter running them sees them."""
+    code = ("import importlib.metadata as m, json, platform\n"
+            "def version(name):\n"
+            "    try:\n        return m.version(name)\n"
+            "    except m.PackageNotFoundError:\n        return None\n"
+            "names = ('kauldron', 'jax', 'flax', 'tensorflow', 'tensorflow-cpu')\n"
+            "print(json.dumps({'python': platform.python_version(), **{n: version(n) for n in names if version(n)}}))")
+    return json.loads(subprocess.run([python, "-c", code], capture_output=True, text=True, check=True).stdout)
 
 
 if __name__ == "__main__":
