@@ -265,9 +265,13 @@ def run(info: SectionInfo, workdir: pathlib.Path) -> SectionResult:
 
     KeyboardInterrupt is not caught: the driver handles it for the whole run.
     """
+    from sections import runtime
+
     start = time.perf_counter()
     lesson = Lesson(workdir, shown=sys.stdout)
     status, summary, error = "passed", "", None
+    # Beside the lesson's workdir, which the lesson may list or clear.
+    restore_temporary_files = runtime.send_temporary_files_to(workdir.parent / ".tmp" / workdir.name)
     try:
         lesson.workdir.mkdir(parents=True, exist_ok=True)
         module = importlib.import_module(info.module)
@@ -281,9 +285,9 @@ def run(info: SectionInfo, workdir: pathlib.Path) -> SectionResult:
         error["step"] = lesson.step
         where = f'in step "{lesson.step}": ' if lesson.step else ""
         summary = f"{where}{error['type']}: {error['message']}"
+    finally:
+        restore_temporary_files()
     seconds = round(time.perf_counter() - start, 3)
-    from sections import runtime
-
     runtime.release_memory()
     return SectionResult(
         number=info.number,

@@ -81,6 +81,28 @@ def prepare(cache: pathlib.Path | None = None, workdir: pathlib.Path | None = No
     absl_logging.set_verbosity(absl_logging.WARNING)
 
 
+def send_temporary_files_to(directory: pathlib.Path):
+    """Temporary files that libraries make, and some leave behind (tfds, preparing a
+    dataset, leaves an empty directory), go to `directory`, in this process and those it
+    starts, instead of the system's temporary directory. Returns what puts it back (and
+    removes `directory`, and its parent, if nothing was left in them)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    saved = os.environ.get("TMPDIR"), tempfile.tempdir
+    os.environ["TMPDIR"] = tempfile.tempdir = str(directory)
+
+    def restore() -> None:
+        if saved[0] is None:
+            os.environ.pop("TMPDIR", None)
+        else:
+            os.environ["TMPDIR"] = saved[0]
+        tempfile.tempdir = saved[1]
+        with contextlib.suppress(OSError):  # not empty: kept with the workdir
+            directory.rmdir()
+            directory.parent.rmdir()
+
+    return restore
+
+
 # Above this resident size, a finished lesson's compiled programs are dropped (see below).
 RELEASE_ABOVE_BYTES = 1_500_000_000
 
