@@ -39,7 +39,9 @@ class SkipSection(Exception):
 
 @dataclasses.dataclass
 class Panel:
-    """One panel of a section's figure: curves (label -> (xs, ys)) or bars (label -> value)."""
+    """One panel of a section's figure: curves (label -> (xs, ys)), bars (label -> value),
+    a matrix of counts (rows of numbers, drawn as a heat map with each count written in),
+    or small grey images, each with a caption (drawn as a grid)."""
 
     title: str
     xlabel: str
@@ -47,6 +49,8 @@ class Panel:
     lines: dict[str, tuple[list[float], list[float]]] = dataclasses.field(default_factory=dict)
     bars: dict[str, float] = dataclasses.field(default_factory=dict)
     log_y: bool = False
+    matrix: list[list[float]] = dataclasses.field(default_factory=list)
+    images: list[tuple[list[list[float]], str]] = dataclasses.field(default_factory=list)
 
 
 def _short(value: Any, limit: int = 120) -> str:
