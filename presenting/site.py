@@ -27,6 +27,7 @@ FIGURES = "figures"  # the pages' figures, in this subdirectory of the site
 FOLD_OVER = 25  # a code or output block longer than this many lines is folded away
 # The index's reading path: (what a group of sections teaches, their numbers).
 READING_PATH = [
+    ("The whole picture first: a real dataset, a config file, kauldron.main, test accuracy", [0]),
     ("The glue: configs, references and key paths", [1, 2, 3]),
     ("Shapes, losses and metrics", [4, 5]),
     ("Training: the Trainer, sweeps, seeds, evaluation and checkpoints", [6, 7, 8, 9]),

@@ -31,9 +31,9 @@ def test_the_readme_table_is_what_list_prints():
     assert rows == [[str(i.number), i.slug, "trains" if i.trains else "-", i.shows] for i in CATALOG]
 
 
-def test_catalog_is_numbered_from_one_without_gaps():
-    assert [info.number for info in CATALOG] == list(range(1, len(CATALOG) + 1))
-    assert SLUGS[:4] == ["konfig", "ref", "kontext", "ktyping"]
+def test_catalog_is_numbered_from_zero_without_gaps():
+    assert [info.number for info in CATALOG] == list(range(len(CATALOG)))
+    assert SLUGS[:5] == ["digits", "konfig", "ref", "kontext", "ktyping"]
 
 
 @pytest.mark.parametrize(
@@ -65,7 +65,7 @@ def test_bad_selector_is_one_line_exit_2_and_nothing_runs(tutorial, selector, pr
     lines = run.stderr.strip().splitlines()
     assert len(lines) == 1, run.stderr
     assert problem in lines[0]
-    assert "valid sections: 1 konfig, 2 ref, 3 kontext, 4 ktyping" in lines[0]
+    assert "valid sections: 0 digits, 1 konfig, 2 ref, 3 kontext, 4 ktyping" in lines[0]
 
 
 @pytest.mark.parametrize("flags, problem", [

@@ -25,7 +25,7 @@ from sections import registry
 
 CATALOG = [info.slug for info in registry.catalog()]
 CHECKPOINT_LESSON = registry.file_stem(9, "checkpoint")  # its folder in a workdir
-FIGURES = ["02-ref.png", "06-trainer.png", "07-sweep.png", "09-checkpoint.png", "13-finetune.png", "15-evals.png"]
+FIGURES = ["00-digits.png", "02-ref.png", "06-trainer.png", "07-sweep.png", "09-checkpoint.png", "13-finetune.png", "15-evals.png"]
 
 
 @pytest.fixture(scope="module")
