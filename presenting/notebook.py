@@ -37,13 +37,13 @@ sys.path.insert(0, str(TUTORIAL_ROOT))
 # Without Kauldron installed, uncomment, run once (about 4.2 GB, a few minutes), restart the kernel:
 # %pip install -r {{TUTORIAL_ROOT}}/requirements-extras.txt
 
-from sections import registry, runtime
+from sections import runtime
 from sections.lesson import Lesson
 
 # A fresh workdir for this session, and JAX's compilation cache shared with tutorial.py.
 # Temporary files the libraries leave behind go to the workdir too.
 WORKDIR = pathlib.Path(tempfile.mkdtemp(prefix="kauldron-notebook-"))
-registry.prepare(registry.default_cache(), WORKDIR)
+runtime.prepare(runtime.default_cache(), WORKDIR)
 runtime.send_temporary_files_to(WORKDIR / ".tmp")
 
 # The compat fixes, before anything imports Kauldron (tutorial.py does the same).

@@ -24,6 +24,17 @@ def pytest_xdist_auto_num_workers(config) -> int:
     return 2 * (cores or 1)
 
 
+@pytest.fixture(autouse=True)
+def fast_tests_start_no_process(request, monkeypatch):
+    """The fast tier (`pytest -m "not slow"`) runs in this process: a test that starts a
+    process fails at once, saying it belongs to the slow tier."""
+    if request.node.get_closest_marker("slow") is None:
+        def refuse(*args, **kwargs):
+            raise AssertionError(f"{request.node.name} starts a process: mark it @pytest.mark.slow")
+
+        monkeypatch.setattr(subprocess, "Popen", refuse)
+
+
 class Run:
     """A finished `python tutorial.py ...`: exit status, output and (if asked) JSON results."""
 
@@ -65,8 +76,9 @@ def tutorial_main(monkeypatch):
     SIGINT handler, sys.unraisablehook, a remembered Ctrl-C) is put back afterwards, so that
     no later test in this worker runs with them."""
     import tutorial
+    from runner.interrupts import CtrlC
 
-    monkeypatch.setattr(tutorial.CtrlC, "pressed", False)
+    monkeypatch.setattr(CtrlC, "pressed", False)
     monkeypatch.setattr(sys, "unraisablehook", sys.unraisablehook)
     previous_handler = signal.getsignal(signal.SIGINT)
     yield tutorial.main

@@ -6,6 +6,7 @@ import json
 import pytest
 from kauldron import kontext
 
+from runner import section_run
 from sections import registry
 from sections.lesson import CheckFailed, Lesson
 
@@ -87,7 +88,7 @@ def test_a_lesson_is_told_in_steps_each_holding_what_it_printed_and_checked(tmp_
 
 
 def test_what_a_lesson_prints_is_recorded_in_its_step_and_shown_indented(tmp_path, capsys):
-    """registry.run: the prose unindented by two, the code's output by four, then the result."""
+    """section_run.run: the prose unindented by two, the code's output by four, then the result."""
     import sys
     import types
 
@@ -105,7 +106,7 @@ def test_what_a_lesson_prints_is_recorded_in_its_step_and_shown_indented(tmp_pat
     sys.modules[module.__name__] = module
     try:
         info = registry.SectionInfo(99, "fake", "A fake lesson", "nothing", False, module.__name__)
-        result = registry.run(info, tmp_path / "fake")
+        result = section_run.run(info, tmp_path / "fake")
     finally:
         del sys.modules[module.__name__]
         registry._FUNCTIONS.pop("fake")

@@ -7,12 +7,13 @@ import sys
 import pytest
 from conftest import ROOT, readme_command
 
-from sections import registry
+from sections import registry, runtime
 
 CATALOG = registry.catalog()
 SLUGS = [info.slug for info in CATALOG]
 
 
+@pytest.mark.slow
 def test_list_shows_number_slug_whether_it_trains_and_what_it_shows(tutorial):
     run = tutorial("--list", with_json=False)
     assert run.returncode == 0
@@ -36,6 +37,7 @@ def test_catalog_is_numbered_from_zero_without_gaps():
     assert SLUGS[:5] == ["digits", "konfig", "ref", "kontext", "ktyping"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "selectors, expected",
     [
@@ -51,6 +53,7 @@ def test_selectors_run_exactly_the_chosen_sections(tutorial, selectors, expected
     assert [s["slug"] for s in run.results["sections"]] == expected
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("selector, problem", [
     ("nosuch", "unknown section 'nosuch'"),
     ("99", "unknown section '99'"),
@@ -68,6 +71,7 @@ def test_bad_selector_is_one_line_exit_2_and_nothing_runs(tutorial, selector, pr
     assert "valid sections: 0 digits, 1 konfig, 2 ref, 3 kontext, 4 ktyping" in lines[0]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("flags, problem", [
     (["--frobnicate"], "unrecognized arguments: --frobnicate"),
     (["--jobs", "0"], "argument -j/--jobs: expected a whole number >= 1, got '0'"),
@@ -81,6 +85,7 @@ def test_a_bad_flag_gets_argparse_usage_and_exit_2(tutorial, flags, problem):
     assert "Traceback" not in run.stderr
 
 
+@pytest.mark.slow
 def test_unwritable_json_path_is_refused_before_running(tutorial, tmp_path):
     blocker = tmp_path / "a-file"
     blocker.write_text("")
@@ -90,6 +95,7 @@ def test_unwritable_json_path_is_refused_before_running(tutorial, tmp_path):
     assert run.stderr.count("\n") == 1 and "--json" in run.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("option", ["--workdir", "--plots", "--notebook"])
 @pytest.mark.parametrize("problem", ["cannot be created", "cannot be written"])
 def test_unusable_output_directory_is_refused(tutorial, tmp_path, option, problem):
@@ -104,6 +110,7 @@ def test_unusable_output_directory_is_refused(tutorial, tmp_path, option, proble
     assert run.stderr.count("\n") == 1 and run.stderr.startswith(f"tutorial.py: {option}")
 
 
+@pytest.mark.slow
 def test_json_schema(tutorial):
     run = tutorial("konfig", "kontext")
     assert run.returncode == 0
@@ -126,6 +133,7 @@ def test_json_schema(tutorial):
     assert r["workdir_removed"] is True and not pathlib.Path(r["workdir"]).exists()
 
 
+@pytest.mark.slow
 def test_header_reports_versions_devices_and_each_compat_fix(tutorial):
     run = tutorial("kontext")
     header = run.stdout.split("\n\n")[0]
@@ -136,6 +144,7 @@ def test_header_reports_versions_devices_and_each_compat_fix(tutorial):
     assert ("applied" in header) or ("not needed" in header)
 
 
+@pytest.mark.slow
 def test_no_compat_is_reported(tutorial):
     run = tutorial("konfig", "--no-compat")
     assert run.results["compat"] == [
@@ -144,6 +153,7 @@ def test_no_compat_is_reported(tutorial):
     assert "compat etils-prng: skipped (--no-compat)" in run.stdout
 
 
+@pytest.mark.slow
 def test_default_workdir_is_fresh_and_removed(tutorial):
     first, second = tutorial("kontext"), tutorial("kontext")
     dirs = [r.results["workdir"] for r in (first, second)]
@@ -151,6 +161,7 @@ def test_default_workdir_is_fresh_and_removed(tutorial):
     assert not any(__import__("os").path.exists(d) for d in dirs)
 
 
+@pytest.mark.slow
 def test_kept_workdir_holds_one_directory_per_section(tutorial, tmp_path):
     run = tutorial("ref", "kontext", "--workdir", str(tmp_path / "wd"))
     assert run.returncode == 0
@@ -159,6 +170,7 @@ def test_kept_workdir_holds_one_directory_per_section(tutorial, tmp_path):
     assert sorted(p.name for p in (tmp_path / "wd").iterdir()) == [".keras", "02-ref", "03-kontext"]
 
 
+@pytest.mark.slow
 def test_kontext_alone_does_not_import_tensorflow(tmp_path):
     code = (
         "import sys, tutorial\n"
@@ -172,6 +184,7 @@ def test_kontext_alone_does_not_import_tensorflow(tmp_path):
     assert "HEAVY []" in proc.stdout
 
 
+@pytest.mark.slow
 def test_compile_cache_is_on_by_default_and_the_header_says_where(tutorial, tmp_path):
     cache = tmp_path / "cache"
     run = tutorial("konfig", "--cache-dir", str(cache))
@@ -180,9 +193,10 @@ def test_compile_cache_is_on_by_default_and_the_header_says_where(tutorial, tmp_
     assert f"cache: {cache} (" in run.stdout
     assert list((cache / "jax").glob("*-cache")), "the run wrote compiled programs to the cache"
     default = tutorial("kontext")
-    assert default.results["cache"] == str(registry.default_cache())
+    assert default.results["cache"] == str(runtime.default_cache())
 
 
+@pytest.mark.slow
 def test_no_cache_compiles_afresh(tutorial):
     run = tutorial("kontext", "--no-cache")
     assert run.returncode == 0
@@ -190,6 +204,7 @@ def test_no_cache_compiles_afresh(tutorial):
     assert "cache: off" in run.stdout
 
 
+@pytest.mark.slow
 def test_unusable_cache_dir_is_refused(tutorial, tmp_path):
     blocker = tmp_path / "a-file"
     blocker.write_text("")

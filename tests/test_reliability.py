@@ -15,21 +15,22 @@ import time
 import pytest
 from conftest import ROOT, readme_command
 
-from sections import registry
+from runner import section_run
 
 QUIET = dict(os.environ, TQDM_DISABLE="1", TF_CPP_MIN_LOG_LEVEL="3")
 
 
 # --- Isolation: one failing section does not stop the others ------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("jobs", ["1", "2"])
 def test_a_failing_section_fails_alone_in_one_line(tutorial, jobs):
-    env = dict(os.environ, **{registry.FAIL_SECTION_ENV: "kontext"})
+    env = dict(os.environ, **{section_run.FAIL_SECTION_ENV: "kontext"})
     run = tutorial("ref", "kontext", "loss-metric", "--jobs", jobs, env=env)
     assert run.returncode == 1
     assert run.statuses() == {"ref": "passed", "kontext": "failed", "loss-metric": "passed"}
     error = run.section("kontext")["error"]
-    assert (error["type"], error["message"]) == ("RuntimeError", f"failure injected by {registry.FAIL_SECTION_ENV}")
+    assert (error["type"], error["message"]) == ("RuntimeError", f"failure injected by {section_run.FAIL_SECTION_ENV}")
     assert error["traceback"].startswith("Traceback (most recent call last)")
     summary_line = next(line for line in run.stdout.splitlines() if re.match(r"\s+3\s+kontext", line))
     assert "failed" in summary_line and "RuntimeError: failure injected" in summary_line
@@ -42,6 +43,7 @@ def test_a_failing_section_fails_alone_in_one_line(tutorial, jobs):
 LIGHT = ["konfig", "ref", "kontext", "loss-metric"]  # none imports TensorFlow
 
 
+@pytest.mark.slow
 def test_jobs_print_each_section_whole_in_order_and_write_the_same_json(tutorial, tmp_path):
     runs = {jobs: tutorial(*LIGHT, "--jobs", jobs) for jobs in ("1", "2")}
     for jobs, run in runs.items():
@@ -60,8 +62,9 @@ def test_jobs_print_each_section_whole_in_order_and_write_the_same_json(tutorial
     assert "jobs: 2 worker processes" in runs["2"].stdout and "jobs:" not in runs["1"].stdout
 
 
+@pytest.mark.slow
 def test_a_section_that_kills_its_worker_fails_alone_in_one_line(tutorial):
-    env = dict(os.environ, **{registry.FAIL_SECTION_ENV: "kontext:crash"})
+    env = dict(os.environ, **{section_run.FAIL_SECTION_ENV: "kontext:crash"})
     run = tutorial("ref", "kontext", "loss-metric", "--jobs", "2", env=env)
     assert run.returncode == 1
     assert run.statuses() == {"ref": "passed", "kontext": "failed", "loss-metric": "passed"}
@@ -82,9 +85,10 @@ def test_a_section_that_kills_its_worker_fails_alone_in_one_line(tutorial):
 # run's kept workdir (a run of their own would repeat the checkpoint lesson).
 
 
+@pytest.mark.slow
 def test_ctrl_c_prints_the_summary_writes_partial_json_and_exits_130(tmp_path):
     results = tmp_path / "r.json"
-    env = dict(QUIET, **{registry.FAIL_SECTION_ENV: "trainer:hang"})  # section 6 runs until Ctrl-C
+    env = dict(QUIET, **{section_run.FAIL_SECTION_ENV: "trainer:hang"})  # section 6 runs until Ctrl-C
     proc = subprocess.Popen([sys.executable, str(ROOT / "tutorial.py"), *LIGHT, "trainer", "--jobs", "1",
                              "--json", str(results)],
                             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -112,9 +116,9 @@ def test_ctrl_c_stops_the_run_even_when_library_code_swallows_it(monkeypatch, tm
             signal.raise_signal(signal.SIGINT)  # the user presses Ctrl-C ...
         except KeyboardInterrupt:
             pass  # ... and library code catches it, as one did in CI
-        return registry.SectionResult(info.number, info.slug, info.title, "passed", 0.0, "looks fine", {})
+        return section_run.SectionResult(info.number, info.slug, info.title, "passed", 0.0, "looks fine", {})
 
-    monkeypatch.setattr(registry, "run", run_a_section_that_swallows_ctrl_c)
+    monkeypatch.setattr(section_run, "run", run_a_section_that_swallows_ctrl_c)
     status = tutorial_main(["kontext", "ktyping", "--jobs", "1", "--workdir", str(tmp_path / "w"),
                             "--json", str(tmp_path / "r.json")])
     assert status == 130
@@ -143,11 +147,11 @@ def test_ctrl_c_during_garbage_collection_stops_the_run_without_a_traceback(monk
         for _ in range(1000):  # the interrupt lands here, in the section's own code
             time.sleep(0.001)
         finished.append(info.slug)
-        return registry.SectionResult(info.number, info.slug, info.title, "passed", 0.0, "never interrupted", {})
+        return section_run.SectionResult(info.number, info.slug, info.title, "passed", 0.0, "never interrupted", {})
 
     finished = []
 
-    monkeypatch.setattr(registry, "run", run_a_section_that_collects_garbage)
+    monkeypatch.setattr(section_run, "run", run_a_section_that_collects_garbage)
     monkeypatch.setattr(sys, "unraisablehook", sys.__unraisablehook__)  # Python's, not pytest's
     status = tutorial_main(["kontext", "--workdir", str(tmp_path / "w"), "--json", str(tmp_path / "r.json")])
     assert status == 130 and finished == []  # interrupted promptly, not at the section's end
@@ -156,6 +160,7 @@ def test_ctrl_c_during_garbage_collection_stops_the_run_without_a_traceback(monk
     assert "Traceback" not in output.out + output.err and "Exception ignored" not in output.err
 
 
+@pytest.mark.slow
 def test_without_kauldron_one_line_gives_the_install_command(tmp_path):
     bare = tmp_path / "bare"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True)
@@ -183,6 +188,7 @@ def find_python(version: str) -> str | None:
     return None
 
 
+@pytest.mark.slow
 def test_an_old_python_is_told_which_python_is_needed():
     python = find_python("3.10")
     if python is None:

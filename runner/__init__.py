@@ -1,0 +1,183 @@
+"""Runs the selected sections: one after another in this process (`jobs=1`), or in worker
+processes, printing each section whole and in order as soon as it and the ones before it
+are done. A worker that dies fails only the section it ran; Ctrl-C stops every worker and
+whatever it started. `Runner.run` returns every section's result, those not run included.
+
+    results, interrupted = Runner(jobs, workdir, cache, no_compat).run(
+        chosen, show_environment=..., show_result=...)
+"""
+
+from __future__ import annotations
+
+import atexit
+import concurrent.futures
+import contextlib
+import io
+import multiprocessing
+import os
+import pathlib
+import signal
+import sys
+from typing import Callable
+
+from presenting.terminal import section_banner
+from runner import environment, section_run
+from runner.interrupts import CtrlC
+from runner.section_run import SectionResult
+from sections import registry, runtime
+
+
+class Runner:
+    def __init__(self, jobs: int, workdir: pathlib.Path, cache: pathlib.Path | None, no_compat: bool):
+        self.jobs, self.workdir, self.cache, self.no_compat = jobs, workdir, cache, no_compat
+
+    def section_dir(self, info: registry.SectionInfo) -> pathlib.Path:
+        return self.workdir / registry.file_stem(info.number, info.slug)
+
+    def run(self, chosen: list[registry.SectionInfo], *, show_environment: Callable[[tuple | None], None],
+            show_result: Callable[[SectionResult], None]) -> tuple[list[SectionResult], bool]:
+        """Runs `chosen`; returns their results in order, and whether Ctrl-C stopped the run.
+        `show_environment` gets a worker's (devices, compat decisions), or None with
+        `jobs=1`, before the first section is printed; `show_result` each result in order."""
+        results: list[SectionResult] = []
+        running: set[str] = set()  # the sections running when an interrupt came
+        try:
+            if self.jobs == 1:
+                show_environment(None)
+                self._in_this_process(chosen, show_result, results, running)
+            else:
+                # The workers report the environment with their results: this process need
+                # not import jax, nor apply the fixes, only print.
+                start_order = sorted(chosen, key=lambda info: not info.start_early)  # stable: else in order
+                left = self._in_pool(self.jobs, start_order, chosen, show_environment, show_result, results, running)
+                for info in left:
+                    self._in_pool(1, [info], [info], show_environment, show_result, results, running, alone=True)
+        except KeyboardInterrupt:
+            return self.with_the_rest(chosen, results, running), True
+        return self.with_the_rest(chosen, results, running), False
+
+    def _in_this_process(self, chosen, show_result, results, running) -> None:
+        for info in chosen:
+            running.add(info.slug)
+            print(section_banner(info))
+            result = section_run.run(info, self.section_dir(info))
+            if CtrlC.pressed:  # the interrupt was swallowed inside the section: don't trust it
+                raise KeyboardInterrupt
+            running.discard(info.slug)
+            show_result(result)
+            results.append(result)
+
+    def _in_pool(self, workers, start_order, print_order, show_environment, show_result, results, running,
+                 alone=False) -> list:
+        """Runs sections in a pool, those marked `start_early` first (a long job in processes
+        of their own then overlaps with the rest); prints each in `print_order`. A worker
+        that dies breaks the pool: returns the sections left undone, to run again one by
+        one (none when `alone`: that section failed)."""
+        pool = concurrent.futures.ProcessPoolExecutor(
+            max_workers=workers, initializer=start_worker, initargs=(self.no_compat, self.cache, self.workdir),
+            mp_context=worker_context(any(info.trains for info in start_order)))
+        futures = {}
+        try:
+            for info in start_order:
+                futures[info.slug] = pool.submit(run_captured, info, self.section_dir(info), self.no_compat)
+            for index, info in enumerate(print_order):
+                try:
+                    result, printed, found = futures[info.slug].result()
+                except concurrent.futures.process.BrokenProcessPool as e:
+                    if not alone:
+                        return print_order[index:]
+                    result, printed, found = worker_died(info, e), "", None
+                show_environment(found)
+                print(section_banner(info))
+                print(printed, end="")
+                show_result(result)
+                results.append(result)
+            return []
+        except BaseException:
+            # "Running" includes the next in line: the pool hands it on before a worker is free.
+            running.update(slug for slug, future in futures.items() if future.running())
+            stop_workers()
+            # Sections done but not yet printed (one before them was still running) count.
+            printed = {result.slug for result in results}
+            for info in print_order:
+                future = futures.get(info.slug)
+                if info.slug not in printed and future and future.done() and not future.cancelled() \
+                        and future.exception() is None:
+                    results.append(future.result()[0])
+            raise
+        finally:
+            pool.shutdown(cancel_futures=True)
+
+    def with_the_rest(self, chosen, results, running=frozenset()) -> list[SectionResult]:
+        """`results`, with a skipped result for each section not done, in the order chosen."""
+        note = "interrupted while running" if self.jobs == 1 else "interrupted while running or next in line"
+        done = {r.slug for r in results}
+        for info in chosen:
+            if info.slug not in done:
+                why = note if info.slug in running else "not run: interrupted"
+                results.append(SectionResult(info.number, info.slug, info.title, "skipped", 0.0, why, {}))
+        order = [info.slug for info in chosen]
+        return sorted(results, key=lambda r: order.index(r.slug))
+
+
+def worker_context(trains: bool):
+    """Workers forked from a server that has imported what training lessons need
+    (sections/warm_imports.py), when one is chosen. Never forked from this process: it
+    may have started jax, which is multithreaded. Else spawned: light lessons import
+    little."""
+    if not trains or "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["__main__", "sections.warm_imports"])
+    return context
+
+
+def start_worker(no_compat: bool, cache: pathlib.Path | None, workdir: pathlib.Path) -> None:
+    """Runs first in each worker process: the driver's process settings and fixes, and a
+    process group of its own, so that stopping the run can stop the worker together with
+    every process its sections started."""
+    os.setpgrp()
+    runtime.prepare(cache, workdir)
+    if not no_compat:
+        import compat
+
+        compat.install_all()
+
+
+def run_captured(info: registry.SectionInfo, workdir: pathlib.Path, no_compat: bool) -> tuple:
+    """One section in a worker: its result, what it printed (for the driver to print in
+    order), and the worker's devices and compat decisions (for the driver's header: it
+    need not start jax itself)."""
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        result = section_run.run(info, workdir)
+    found = environment.here(no_compat)
+    # Last registered, first run: when the pool ends the worker, it leaves at once instead
+    # of tearing down jax and TensorFlow (1.8 s measured, with nothing left to do).
+    atexit.unregister(exit_at_once)
+    atexit.register(exit_at_once)
+    return result, printed.getvalue(), found
+
+
+def exit_at_once() -> None:
+    """A worker's exit, once its sections are done and their results sent."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+def stop_workers() -> None:
+    """Kills every worker and whatever it started (each worker leads its own process group)."""
+    for worker in multiprocessing.active_children():
+        for kill in (lambda pid=worker.pid: os.killpg(pid, signal.SIGKILL), worker.kill):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                kill()
+
+
+def worker_died(info: registry.SectionInfo, error: Exception) -> SectionResult:
+    message = ("its worker process died while running it alone (killed, or a crash in compiled code);"
+               " run it with --jobs 1 to see why")
+    return SectionResult(
+        info.number, info.slug, info.title, "failed", 0.0, f"{type(error).__name__}: {message}", {},
+        error={"type": type(error).__name__, "message": message, "expected": True,
+               "short_traceback": "", "traceback": ""})

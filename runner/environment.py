@@ -1,0 +1,74 @@
+"""What this environment runs: package versions, jax devices and the compat decisions, as
+the header, `--versions` and every JSON result report them.
+
+Versions come from installed distribution metadata, so reading them imports nothing.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import pathlib
+import platform
+
+# Distribution names; the first one installed wins (tensorflow-cpu on Python >= 3.12).
+PACKAGES = {
+    "kauldron": ("kauldron",),
+    "jax": ("jax",),
+    "jaxlib": ("jaxlib",),
+    "flax": ("flax",),
+    "optax": ("optax",),
+    "orbax-checkpoint": ("orbax-checkpoint",),
+    "etils": ("etils",),
+    "numpy": ("numpy",),
+    "tensorflow": ("tensorflow", "tensorflow-cpu"),
+}
+
+
+def _version(distributions: tuple[str, ...]) -> str:
+    for name in distributions:
+        try:
+            return importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return "not installed"
+
+
+def versions() -> dict[str, str]:
+    found = {"python": platform.python_version()}
+    found.update({key: _version(names) for key, names in PACKAGES.items()})
+    return found
+
+
+def devices() -> list[str]:
+    """The jax devices, e.g. ['cpu:0']. Imports jax and starts its backend."""
+    import jax
+
+    return [f"{d.platform}:{d.id}" for d in jax.devices()]
+
+
+def inspect(no_compat: bool, cache: pathlib.Path | None = None, workdir: pathlib.Path | None = None) -> tuple[dict, list]:
+    """Applies the compat fixes (unless told not to) and describes this environment."""
+    # Process settings first (jax reads some when it is imported), then the fixes, all
+    # before any section imports Kauldron.
+    from sections import runtime
+
+    runtime.prepare(cache, workdir)
+    if not no_compat:
+        import compat
+
+        compat.install_all()
+    return describe(*here(no_compat), cache)
+
+
+def here(no_compat: bool) -> tuple[list[str], list]:
+    """This process's jax devices and what each compat fix decided. The lessons import what
+    the fixes watch anyway: it is imported now, so that every decision is made."""
+    import compat
+
+    return devices(), compat.skipped_all() if no_compat else compat.reports(settle=True)
+
+
+def describe(devices: list[str], fixes: list, cache: pathlib.Path | None) -> tuple[dict, list]:
+    """The report's environment entries, and the fixes (to print)."""
+    return {"versions": versions(), "devices": devices, "compat": [fix.to_json() for fix in fixes],
+            "cache": str(cache) if cache else None}, fixes
