@@ -16,7 +16,6 @@ from conftest import ROOT
 from etils import enp
 from etils.enp import array_spec
 
-import compat
 from compat import etils_prng
 
 
@@ -75,14 +74,6 @@ def test_a_patch_that_does_not_help_is_reported_failed_and_undone(installed, mon
     assert array_spec._is_jax_random_dtype is etils_1_14_is_jax_random_dtype
 
 
-def test_after_install_all_this_environment_works():
-    compat.install_all()
-    reports = compat.reports(settle=True)
-    assert [r.name for r in reports] == ["etils-prng"]
-    assert reports[0].state in ("applied", "not needed")
-    assert etils_prng.problem(array_spec._is_jax_random_dtype) is None
-
-
 # --- python -m compat.run runs a module as python -m does -----------------------------------
 
 # Records how it was run and what it imported, in order. It imports pytest before
@@ -105,6 +96,7 @@ def run_module(tmp_path, *launcher: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow
 def test_compat_run_runs_a_module_exactly_as_python_m_does(tmp_path):
     (tmp_path / "probe.py").write_text(PROBE)
     plain, through_compat = run_module(tmp_path), run_module(tmp_path, "compat.run")
@@ -115,6 +107,7 @@ def test_compat_run_runs_a_module_exactly_as_python_m_does(tmp_path):
     assert plain["argv"] == [str(tmp_path / "probe.py"), "--flag", "value"]
 
 
+@pytest.mark.slow
 def test_pytest_through_compat_run_collects_a_test_that_needs_enp_testing(tmp_path):
     (tmp_path / "test_uses_enp_testing.py").write_text(
         "from etils import enp\n\ndef test_it():\n    assert enp.testing\n")
@@ -126,6 +119,7 @@ def test_pytest_through_compat_run_collects_a_test_that_needs_enp_testing(tmp_pa
     assert "1 passed" in proc.stdout
 
 
+@pytest.mark.slow
 def test_installing_the_fixes_imports_nothing_and_decides_when_the_modules_arrive():
     code = ("import sys, compat\n"
             "compat.install_all()\n"

@@ -8,6 +8,7 @@ import os
 
 import pytest
 
+
 EXPECTED = os.environ.get("TUTORIAL_EXPECT_ETILS_PRNG")
 ARRAYSPEC_SECTIONS = ["digits", "ref", "ktyping", "trainer", "sweep", "seeds", "checkpoint", "cli", "sharding", "data",
                       "finetune", "randomness", "evals", "export", "nnx", "multihost"]
@@ -15,7 +16,8 @@ CHILD_PROCESS_SECTIONS = ["cli", "sharding", "multihost"]  # they report their c
 CHECKED_ERROR_SECTIONS = ["ktyping"]  # its check_raises(KTypeCheckError, ...) gets the prng error
 PRNG_ERROR = ("AttributeError", "module 'jax._src' has no attribute 'prng'")
 
-pytestmark = pytest.mark.skipif(EXPECTED is None, reason="set by .ci/run for each matrix leg")
+pytestmark = [pytest.mark.slow,  # the suite with and without compat
+              pytest.mark.skipif(EXPECTED is None, reason="set by .ci/run for each matrix leg")]
 
 
 def test_versions_report_the_expected_compat_decision(tutorial):

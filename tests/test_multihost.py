@@ -13,6 +13,8 @@ import psutil
 import pytest
 from conftest import ROOT, descendants, processes_mentioning, still_running
 
+pytestmark = pytest.mark.slow  # section 18's job, and its children stopped
+
 QUIET = dict(os.environ, TQDM_DISABLE="1", TF_CPP_MIN_LOG_LEVEL="3")
 
 

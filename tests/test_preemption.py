@@ -16,6 +16,8 @@ import pathlib
 import pytest
 from conftest import ROOT
 
+pytestmark = pytest.mark.slow  # kauldron.main, killed and run again
+
 QUIET = dict(os.environ, TQDM_DISABLE="1", TF_CPP_MIN_LOG_LEVEL="3")
 
 PREEMPTIBLE_STEPS = 1000  # configs/preemptible.py: a checkpoint every 100 steps
