@@ -1,6 +1,7 @@
 """Runs the selected sections: one after another in this process (`jobs=1`), or in worker
 processes, printing each section whole and in order as soon as it and the ones before it
-are done. A worker that dies fails only the section it ran; Ctrl-C stops every worker and
+are done (on a terminal, a status line says meanwhile which are running, and for how
+long). A worker that dies fails only the section it ran; Ctrl-C stops every worker and
 whatever it started. `Runner.run` returns every section's result, those not run included.
 
     results, interrupted = Runner(jobs, workdir, cache, no_compat).run(
@@ -24,6 +25,7 @@ from presenting.terminal import section_banner
 from runner import environment, section_run
 from runner.interrupts import CtrlC
 from runner.section_run import SectionResult
+from runner.status import Status
 from sections import registry, runtime
 
 
@@ -77,10 +79,16 @@ class Runner:
             max_workers=workers, initializer=start_worker, initargs=(self.no_compat, self.cache, self.workdir),
             mp_context=worker_context(any(info.trains for info in start_order)))
         futures = {}
+        status = Status(len(print_order))
         try:
             for info in start_order:
                 futures[info.slug] = pool.submit(run_captured, info, self.section_dir(info), self.no_compat)
             for index, info in enumerate(print_order):
+                while not futures[info.slug].done():  # the status line, every second, on a terminal
+                    # The pool hands the next in line over early: as many as there are workers.
+                    status.show([slug for slug, future in futures.items() if future.running()][:workers], index)
+                    concurrent.futures.wait([futures[info.slug]], timeout=1)
+                status.clear()
                 try:
                     result, printed, found = futures[info.slug].result()
                 except concurrent.futures.process.BrokenProcessPool as e:
@@ -106,6 +114,7 @@ class Runner:
                     results.append(future.result()[0])
             raise
         finally:
+            status.close()
             pool.shutdown(cancel_futures=True)
 
     def with_the_rest(self, chosen, results, running=frozenset()) -> list[SectionResult]:

@@ -2,6 +2,7 @@
 test_preemption.py). Each test states what a user sees; every expected error is one
 line, never a traceback."""
 
+import io
 import json
 import os
 import pathlib
@@ -60,6 +61,26 @@ def test_jobs_print_each_section_whole_in_order_and_write_the_same_json(tutorial
         assert a.keys() == b.keys()
         assert (a["slug"], a["status"], a["checks"], a["facts"]) == (b["slug"], b["status"], b["checks"], b["facts"])
     assert "jobs: 2 worker processes" in runs["2"].stdout and "jobs:" not in runs["1"].stdout
+
+
+class Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+@pytest.mark.parametrize("terminal", [True, False])
+def test_while_workers_run_a_terminal_shows_which_sections_run_and_for_how_long_a_log_nothing(monkeypatch, terminal):
+    from runner.status import Status
+
+    stderr = Terminal() if terminal else io.StringIO()
+    monkeypatch.setattr(sys, "stderr", stderr)
+    monkeypatch.delenv("TQDM_DISABLE", raising=False)  # set by an earlier in-process run, for its log
+    status = Status(19)
+    status.show(["evals", "trainer"], 5)
+    status.clear()
+    status.close()
+    assert ("[5/19 done] running: evals 0 s, trainer 0 s" in stderr.getvalue()) is terminal
+    assert stderr.getvalue() == "" or terminal
 
 
 @pytest.mark.slow
