@@ -133,8 +133,6 @@ def digits_end_to_end(lesson: Lesson) -> str:
     print(confusion)
     wrong = np.flatnonzero(predicted != labels)
     print("wrong (true->predicted):", [f"{labels[i]}->{predicted[i]}" for i in wrong])
-    lesson.check_equal((int(confusion.sum()), int(np.trace(confusion))), (360, int(np.sum(predicted == labels))),
-                       "the confusion matrix counts all 360 test digits, the right ones on its diagonal")
     plot_mistakes(lesson, confusion, pixels[wrong], labels[wrong], predicted[wrong])
     lesson.fact("test_accuracy", {str(step): value for step, value in accuracy.items()})
     return f"test accuracy {accuracy[best]:.4f} at step {best} (kept), equal to numpy's; {len(wrong)} of 360 wrong"
