@@ -73,16 +73,21 @@ def tutorial(tmp_path):
 @pytest.fixture
 def tutorial_main(monkeypatch):
     """`tutorial.main`, to call in this process. What it sets for the whole process (its
-    SIGINT handler, sys.unraisablehook, a remembered Ctrl-C) is put back afterwards, so that
-    no later test in this worker runs with them."""
+    SIGINT handler, sys.unraisablehook, a remembered Ctrl-C, the environment variables of
+    its settings, which the processes a later test starts would inherit: KERAS_HOME into
+    this test's workdir, JAX's cache) is put back afterwards, so that no later test in this
+    worker runs with them."""
     import tutorial
     from runner.interrupts import CtrlC
 
     monkeypatch.setattr(CtrlC, "pressed", False)
     monkeypatch.setattr(sys, "unraisablehook", sys.unraisablehook)
+    environment = dict(os.environ)
     previous_handler = signal.getsignal(signal.SIGINT)
     yield tutorial.main
     signal.signal(signal.SIGINT, previous_handler)
+    os.environ.clear()
+    os.environ.update(environment)
 
 
 def readme_command(number: int) -> str:
