@@ -1,4 +1,5 @@
-"""Ctrl-C, made reliable: the run stops after the section it came in, whatever caught it."""
+"""Ctrl-C (and SIGTERM), made reliable: the run stops after the section it came in,
+whatever caught it."""
 
 from __future__ import annotations
 
@@ -21,8 +22,10 @@ class CtrlC:
     @classmethod
     def install(cls) -> None:
         # Python leaves SIGINT ignored when it starts with it ignored (as a shell's
-        # background job does): make it interrupt regardless.
+        # background job does): make it interrupt regardless. SIGTERM (a CI job's timeout,
+        # `kill`) stops the run the same way, so the workers and what they started stop too.
         signal.signal(signal.SIGINT, cls.handler)
+        signal.signal(signal.SIGTERM, cls.handler)
         sys.unraisablehook = cls.unraisable_hook
 
     @classmethod

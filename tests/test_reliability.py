@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 
+import psutil
 import pytest
 from conftest import ROOT, readme_command
 
@@ -104,6 +105,29 @@ def test_a_section_that_kills_its_worker_fails_alone_in_one_line(tutorial):
 
 # A corrupt and a healthy kept checkpoint workdir: test_sections.py, on copies of its full
 # run's kept workdir (a run of their own would repeat the checkpoint lesson).
+
+
+@pytest.mark.slow
+def test_sigterm_stops_the_run_like_ctrl_c_and_leaves_no_process_behind(tmp_path):
+    """As a CI job's timeout or `kill` stops it, with workers forked from the forkserver."""
+    results = tmp_path / "r.json"
+    env = dict(QUIET, **{section_run.FAIL_SECTION_ENV: "trainer:hang"})
+    proc = subprocess.Popen([sys.executable, str(ROOT / "tutorial.py"), "kontext", "trainer", "--jobs", "2",
+                             "--json", str(results)],
+                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    started = time.monotonic()
+    descendants = []
+    while time.monotonic() - started < 120 and len(descendants) < 3:  # the forkserver and two workers
+        time.sleep(0.5)
+        descendants = psutil.Process(proc.pid).children(recursive=True)
+    time.sleep(3)  # the workers have imported and started their sections
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, out[-2000:] + err[-2000:]
+    assert "SUMMARY" in out and "Traceback" not in out + err
+    assert json.loads(results.read_text())["interrupted"] is True
+    gone, alive = psutil.wait_procs(descendants, timeout=20)
+    assert not alive, [p.cmdline() for p in alive]
 
 
 @pytest.mark.slow
