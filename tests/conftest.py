@@ -73,7 +73,7 @@ def tutorial(tmp_path):
 @pytest.fixture
 def tutorial_main(monkeypatch):
     """`tutorial.main`, to call in this process. What it sets for the whole process (its
-    SIGINT handler, sys.unraisablehook, a remembered Ctrl-C, the environment variables of
+    SIGINT and SIGTERM handlers, sys.unraisablehook, a remembered Ctrl-C, the environment variables of
     its settings, which the processes a later test starts would inherit: KERAS_HOME into
     this test's workdir, JAX's cache) is put back afterwards, so that no later test in this
     worker runs with them."""
@@ -83,9 +83,10 @@ def tutorial_main(monkeypatch):
     monkeypatch.setattr(CtrlC, "pressed", False)
     monkeypatch.setattr(sys, "unraisablehook", sys.unraisablehook)
     environment = dict(os.environ)
-    previous_handler = signal.getsignal(signal.SIGINT)
+    previous_handlers = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
     yield tutorial.main
-    signal.signal(signal.SIGINT, previous_handler)
+    for signum, handler in previous_handlers.items():
+        signal.signal(signum, handler)
     os.environ.clear()
     os.environ.update(environment)
 
