@@ -149,7 +149,7 @@ def main(argv: list[str]) -> int:
             presenting.export_notebook(args.notebook, chosen)
             return EXIT_OK
         json_path = check_json_path(args.json) if args.json else None
-        missing = section_run.missing_requirements()
+        missing = environment.missing_requirements()
         if missing:
             raise UsageError(f"{', '.join(missing)} not installed; set up with: {INSTALL_COMMAND} (see README.md)")
         if args.versions:
@@ -210,7 +210,8 @@ def main(argv: list[str]) -> int:
     finally:
         if report["interrupted"]:
             print("\ninterrupted")
-        reporting.report_on(report, runner.with_the_rest(chosen, results), chosen, start, json_path, sites,
+        # Runner.run gives every section's result; none only if Ctrl-C came before it started.
+        reporting.report_on(report, results or runner.with_the_rest(chosen, []), chosen, start, json_path, sites,
                          run_command=f"{INSTALL_COMMAND} && .venv/bin/python tutorial.py")
         if remove_workdir:
             shutil.rmtree(workdir, ignore_errors=True)

@@ -72,3 +72,10 @@ def describe(devices: list[str], fixes: list, cache: pathlib.Path | None) -> tup
     """The report's environment entries, and the fixes (to print)."""
     return {"versions": versions(), "devices": devices, "compat": [fix.to_json() for fix in fixes],
             "cache": str(cache) if cache else None}, fixes
+
+
+def missing_requirements() -> list[str]:
+    """Top-level packages the lessons need that are not installed (checked without importing)."""
+    import importlib.util
+
+    return [name for name in ("kauldron", "jax", "flax", "optax") if importlib.util.find_spec(name) is None]

@@ -173,10 +173,3 @@ def _error(e: BaseException) -> dict[str, str]:
         "short_traceback": short,
         "traceback": "".join(traceback.format_exception(type(e), e, e.__traceback__)),
     }
-
-
-def missing_requirements() -> list[str]:
-    """Top-level packages the lessons need that are not installed (checked without importing)."""
-    import importlib.util
-
-    return [name for name in ("kauldron", "jax", "flax", "optax") if importlib.util.find_spec(name) is None]
