@@ -11,6 +11,7 @@ checkpoint.
 import importlib
 import json
 import pathlib
+import shutil
 
 import numpy as np
 from kauldron import konfig
@@ -108,7 +109,9 @@ def evaluate_checkpoint_resume(lesson: Lesson) -> str:
     from PyPI (it needs the unpublished `grain.tensorflow`), so PyGrain is the one that
     works here. `kd.data.InMemoryPipeline` does not save its position: a resumed run
     starts its data over from the first batch, and ends somewhere else. For preemptible
-    jobs, use a PyGrain pipeline.
+    jobs, use a PyGrain pipeline. The PyGrain run below plays a preemption: a run of 60
+    steps loses its last checkpoint, as if the job had stopped after saving step 40, and
+    trains again from there.
     """)
     differences = {"InMemoryPipeline": difference_after_resume(lesson, pygrain=False, resumed=state),
                    "kd.data.py.DataSource": difference_after_resume(lesson, pygrain=True)}
@@ -145,29 +148,29 @@ def check_evaluations_at_step_0(lesson: Lesson, trainer, evals: dict, default: d
 
 
 def difference_after_resume(lesson: Lesson, *, pygrain: bool, resumed=None) -> float:
-    """Max |param difference| between a run interrupted at step 40 and resumed to 60, and
-    one never interrupted. `resumed`: a resumed run's state, if there is one already."""
+    """Max |param difference| at step 60 between a run resumed from step 40's checkpoint
+    and one never interrupted. `resumed`: a resumed run's state, if there is one already.
+    Else the preemption is played: a run of 60 steps loses its last checkpoint, as if the
+    job had stopped after saving step 40, and trains again."""
     cfg = regression.get_config()
-    cfg.checkpointer = kd_cfg.ckpts.Checkpointer(save_interval_steps=EVERY)
+    cfg.num_train_steps, cfg.checkpointer = 60, kd_cfg.ckpts.Checkpointer(save_interval_steps=EVERY)
     if pygrain:
         cfg.train_ds = kd_cfg.data.py.DataSource(data_source=shared_cfg.RegressionRows("train"),
                                                  batch_size=BATCH_SIZE, shuffle=True, num_epochs=None, num_workers=0)
-    if resumed is None:
-        cfg.workdir = str(lesson.workdir / "pygrain-interrupted")
-        cfg.num_train_steps = 40
-        konfig.resolve(cfg).train()
-        cfg.num_train_steps = 60
-        resumed, _ = konfig.resolve(cfg).train()
-    cfg.workdir = str(lesson.workdir / f"{'pygrain' if pygrain else 'in-memory'}-uninterrupted")
-    cfg.num_train_steps, cfg.checkpointer = 60, kd_cfg.ckpts.NoopCheckpointer()
+    cfg.workdir = str(lesson.workdir / ("pygrain" if pygrain else "in-memory-uninterrupted"))
+    if resumed is not None:
+        cfg.checkpointer = kd_cfg.ckpts.NoopCheckpointer()
     uninterrupted, _ = konfig.resolve(cfg).train()
+    if resumed is None:
+        shutil.rmtree(pathlib.Path(cfg.workdir, "checkpoints", "ckpt_60"))
+        resumed, _ = konfig.resolve(cfg).train()
     return max_difference(resumed.params, uninterrupted.params)
 
 
 def check_saved_positions(lesson: Lesson, cfg) -> None:
     """What each checkpoint holds of its data iterator (Orbax's and grain's file layout)."""
     ds_iter = pathlib.Path("checkpoints", "ckpt_40", "ds_iter")
-    pygrain = json.loads(next((lesson.workdir / "pygrain-interrupted" / ds_iter).glob("*.json")).read_text())
+    pygrain = json.loads(next((lesson.workdir / "pygrain" / ds_iter).glob("*.json")).read_text())
     in_memory = sorted(p.name for p in (pathlib.Path(cfg.workdir) / ds_iter).iterdir())
     lesson.check_equal(pygrain.get("next_index"), 40 * BATCH_SIZE,
                        "the PyGrain position saved in ckpt_40: 40 batches of 32", internal=True)

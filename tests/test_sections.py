@@ -209,7 +209,7 @@ def test_a_healthy_kept_workdir_runs_the_lesson_again(two_runs, tutorial, tmp_pa
     workdir = kept_checkpoint_lesson(two_runs, tmp_path / "kept")
     again = tutorial("checkpoint", "--workdir", str(workdir))
     assert again.returncode == 0, again.stdout[-2000:]
-    assert "(this kept workdir held an earlier run, ['in-memory-uninterrupted', 'pygrain-interrupted'," in again.stdout
+    assert "(this kept workdir held an earlier run, ['in-memory-uninterrupted', 'pygrain'," in again.stdout
     assert again.section("checkpoint")["checks"][0] == {
         "claim": "the checkpoint steps of a 40-step run = [0, 20, 40]", "passed": True, "step": 0}
 
