@@ -26,7 +26,8 @@ with konfig.imports():
 CONFIG_FILE = ROOT / "configs" / "heldout.py"
 
 
-@section(15, "evals", "Evaluators and summaries, and evaluating a finished run", trains=True, start_early=True,
+@section(15, "evals", "Evaluators and summaries, and evaluating a finished run", trains=True,
+         starts_processes=True, start_early=True,
          shows="an evaluator on held-out data, histogram and image summaries, and an eval job: kauldron.main --eval_names",
          reference="https://kauldron.readthedocs.io/en/latest/eval.html")
 def evaluators_and_summaries(lesson: Lesson) -> str:
@@ -44,25 +45,6 @@ def evaluators_and_summaries(lesson: Lesson) -> str:
     print({name: type(evaluator.run).__name__ for name, evaluator in trainer.evals.items()})
 
     lesson.md("""
-    ## An eval job beside the training
-
-    `--eval_names=final` makes `kauldron.main` evaluate instead of train, in a job of its
-    own: it waits for the workdir's checkpoints, evaluates them, and stops once training
-    has written `train_complete.txt` (it polls, every 10 seconds). It starts here, and
-    runs while this lesson trains and reads the run. Kauldron's ready-made eval-only
-    config, `kd.train.Trainer.eval_only()`, does not resolve from PyPI: it reads its data
-    through `kd.data.tf`, which needs the unpublished `grain.tensorflow`.
-    """)
-    eval_job = start_in_background(lesson, python_m("kauldron.main", f"--cfg={CONFIG_FILE}", f"--cfg.workdir={cfg.workdir}",
-                                                    "--eval_names=final"), lesson.workdir / "eval-job.log")
-    print(f"python -m kauldron.main --cfg=configs/heldout.py --cfg.workdir={cfg.workdir} --eval_names=final")
-    eval_only = kd_cfg.train.Trainer.eval_only()
-    eval_only.workdir = str(lesson.workdir / "eval-only")
-    error = lesson.check_raises(AttributeError, lambda: konfig.resolve(eval_only), "resolving kd.train.Trainer.eval_only()")
-    print(str(error).splitlines()[-1])
-    lesson.check("has no attribute 'tf'" in str(error), "kd.train.Trainer.eval_only() fails on kd.data.tf")
-
-    lesson.md("""
     ## Train
 
     `train()` runs the evaluators that run along training, here `heldout`, and writes
@@ -72,6 +54,26 @@ def evaluators_and_summaries(lesson: Lesson) -> str:
     print(sorted(p.name for p in trainer.workdir.iterdir()))
     lesson.check((trainer.workdir / "heldout").is_dir() and not (trainer.workdir / "final").exists(),
                  "train() ran the evaluator heldout and not final")
+
+    lesson.md("""
+    ## An eval job on the finished run
+
+    `--eval_names=final` makes `kauldron.main` evaluate instead of train, in a job of its
+    own: it waits for the workdir's checkpoints, evaluates them, and stops once training
+    has written `train_complete.txt` (on a cluster, it runs beside the training). It polls
+    every 10 seconds, so even on a finished run it takes about 20 seconds: it runs while
+    this lesson reads the run. Kauldron's ready-made eval-only config,
+    `kd.train.Trainer.eval_only()`, does not resolve from PyPI: it reads its data through
+    `kd.data.tf`, which needs the unpublished `grain.tensorflow`.
+    """)
+    eval_job = start_in_background(lesson, python_m("kauldron.main", f"--cfg={CONFIG_FILE}", f"--cfg.workdir={cfg.workdir}",
+                                                    "--eval_names=final"), lesson.workdir / "eval-job.log")
+    print(f"python -m kauldron.main --cfg=configs/heldout.py --cfg.workdir={cfg.workdir} --eval_names=final")
+    eval_only = kd_cfg.train.Trainer.eval_only()
+    eval_only.workdir = str(lesson.workdir / "eval-only")
+    error = lesson.check_raises(AttributeError, lambda: konfig.resolve(eval_only), "resolving kd.train.Trainer.eval_only()")
+    print(str(error).splitlines()[-1])
+    lesson.check("has no attribute 'tf'" in str(error), "kd.train.Trainer.eval_only() fails on kd.data.tf")
 
     lesson.md("""
     ## What the evaluator wrote, recomputed by hand
