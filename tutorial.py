@@ -58,9 +58,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     add("--workdir", metavar="DIR", help="root for everything the run writes (default: a fresh temporary "
         "directory, removed at the end unless --keep)")
     add("--keep", action="store_true", help="keep the temporary workdir")
-    add("-j", "--jobs", type=positive_int, default=default_jobs(), metavar="N",
-        help="run the sections in N worker processes, printing each whole and in order "
-        f"(default: the number of CPU cores, {default_jobs()} here; 1: all in this process)")
+    add("-j", "--jobs", type=positive_int, metavar="N",
+        help="run the sections in N worker processes, printing each whole and in order (default: the "
+        "number of CPU cores, plus one if a lesson that mostly waits on processes of its own is chosen: "
+        f"{default_jobs(registry.catalog())} here for the whole tutorial; 1: all in this process)")
     add("--plots", metavar="DIR", help="also draw the sections' figures as PNG files in DIR (needs matplotlib)")
     add("--notebook", metavar="PATH",
         help="write the selected sections as a Jupyter notebook to PATH and exit (needs nbformat)")
@@ -70,13 +71,17 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     add("--no-compat", action="store_true", help="skip the compat fixes (to see what they fix)")
     cache = parser.add_mutually_exclusive_group()
     cache.add_argument("--cache-dir", metavar="DIR", help="the cache runs share: JAX's compiled programs, "
-                       f"matplotlib's font list (default: per user, {runtime.default_cache()})")
+                       "matplotlib's font list, each section's last time (workers start the longest first) "
+                       f"(default: per user, {runtime.default_cache()})")
     cache.add_argument("--no-cache", action="store_true", help="compile everything afresh")
     return parser.parse_args(argv)
 
 
-def default_jobs() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+def default_jobs(chosen: list[registry.SectionInfo]) -> int:
+    """A worker per CPU core, and one more if a chosen lesson mostly waits on processes of
+    its own (`start_early`): its worker sleeps meanwhile, and the extra one keeps the cores busy."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return cores + any(info.start_early for info in chosen)
 
 
 def positive_int(text: str) -> int:
@@ -172,7 +177,7 @@ def main(argv: list[str]) -> int:
         return EXIT_USAGE
 
     start = time.perf_counter()
-    jobs = min(args.jobs, len(chosen))
+    jobs = min(args.jobs or default_jobs(chosen), len(chosen))
     report = {"versions": {}, "devices": [], "compat": [], "interrupted": False,
               "workdir": str(workdir), "workdir_removed": remove_workdir, "jobs": jobs, "sections": [], "totals": {}}
     plots = {"dir": plots_dir}

@@ -22,16 +22,20 @@ import sys
 from typing import Callable
 
 from presenting.terminal import section_banner
-from runner import environment, section_run
+from runner import durations, environment, section_run
 from runner.interrupts import CtrlC
 from runner.section_run import SectionResult
 from runner.status import Status
-from sections import registry, runtime
+from sections import registry, runtime, warm_start
+
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]  # the repository
 
 
 class Runner:
     def __init__(self, jobs: int, workdir: pathlib.Path, cache: pathlib.Path | None, no_compat: bool):
         self.jobs, self.workdir, self.cache, self.no_compat = jobs, workdir, cache, no_compat
+        self.warm_start: str | None = None  # the address of the server that forks lessons' children
 
     def section_dir(self, info: registry.SectionInfo) -> pathlib.Path:
         return self.workdir / registry.file_stem(info.number, info.slug)
@@ -43,19 +47,25 @@ class Runner:
         `jobs=1`, before the first section is printed; `show_result` each result in order."""
         results: list[SectionResult] = []
         running: set[str] = set()  # the sections running when an interrupt came
+        # Lessons that start Python processes get them from a server that has imported
+        # what they need, started now, beside this process's own imports or the workers'.
+        warm = any(info.starts_processes for info in chosen) and "fork" in multiprocessing.get_all_start_methods()
         try:
-            if self.jobs == 1:
-                show_environment(None)
-                self._in_this_process(chosen, show_result, results, running)
-            else:
-                # The workers report the environment with their results: this process need
-                # not import jax, nor apply the fixes, only print.
-                start_order = sorted(chosen, key=lambda info: not info.start_early)  # stable: else in order
-                left = self._in_pool(self.jobs, start_order, chosen, show_environment, show_result, results, running)
-                for info in left:
-                    self._in_pool(1, [info], [info], show_environment, show_result, results, running, alone=True)
+            with warm_start.server() if warm else contextlib.nullcontext() as self.warm_start:
+                if self.jobs == 1:
+                    show_environment(None)
+                    with warm_start.used_here(self.warm_start):
+                        self._in_this_process(chosen, show_result, results, running)
+                else:
+                    # The workers report the environment with their results: this process
+                    # need not import jax, nor apply the fixes, only print.
+                    left = self._in_pool(self.jobs, start_order(chosen, durations.load(self.cache)), chosen,
+                                         show_environment, show_result, results, running)
+                    for info in left:
+                        self._in_pool(1, [info], [info], show_environment, show_result, results, running, alone=True)
         except KeyboardInterrupt:
             return self.with_the_rest(chosen, results, running), True
+        durations.record(self.cache, results)
         return self.with_the_rest(chosen, results, running), False
 
     def _in_this_process(self, chosen, show_result, results, running) -> None:
@@ -76,8 +86,8 @@ class Runner:
         that dies breaks the pool: returns the sections left undone, to run again one by
         one (none when `alone`: that section failed)."""
         pool = concurrent.futures.ProcessPoolExecutor(
-            max_workers=workers, initializer=start_worker, initargs=(self.no_compat, self.cache, self.workdir),
-            mp_context=worker_context(any(info.trains for info in start_order)))
+            max_workers=workers, initializer=start_worker,
+            initargs=(self.no_compat, self.cache, self.workdir, self.warm_start), mp_context=worker_context(start_order))
         futures = {}
         status = Status(len(print_order))
         try:
@@ -129,23 +139,37 @@ class Runner:
         return sorted(results, key=lambda r: order.index(r.slug))
 
 
-def worker_context(trains: bool):
+def start_order(chosen: list[registry.SectionInfo], seconds: dict[str, float]) -> list[registry.SectionInfo]:
+    """The order workers take sections in: those marked to start early, then the longest
+    in earlier runs (`seconds`), then the rest in the order chosen."""
+    return sorted(chosen, key=lambda info: (not info.start_early, -seconds.get(info.slug, 0.0)))
+
+
+def worker_context(chosen: list[registry.SectionInfo]):
     """Workers forked from a server that has imported what training lessons need
     (sections/warm_imports.py), when one is chosen. Never forked from this process: it
     may have started jax, which is multithreaded. Else spawned: light lessons import
     little."""
-    if not trains or "forkserver" not in multiprocessing.get_all_start_methods():
+    if not any(info.trains for info in chosen) or "forkserver" not in multiprocessing.get_all_start_methods():
         return multiprocessing.get_context("spawn")
+    # The server starts in this process's working directory, and (up to Python 3.13 at
+    # least) without this process's sys.path: from elsewhere than the repository, it could
+    # not import sections.warm_imports, and silently skipped it.
+    paths = [path for path in os.environ.get("PYTHONPATH", "").split(os.pathsep) if path]
+    if str(ROOT) not in paths:
+        os.environ["PYTHONPATH"] = os.pathsep.join([str(ROOT), *paths])
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(["__main__", "sections.warm_imports"])
     return context
 
 
-def start_worker(no_compat: bool, cache: pathlib.Path | None, workdir: pathlib.Path) -> None:
+def start_worker(no_compat: bool, cache: pathlib.Path | None, workdir: pathlib.Path, warm: str | None) -> None:
     """Runs first in each worker process: the driver's process settings and fixes, and a
     process group of its own, so that stopping the run can stop the worker together with
-    every process its sections started."""
+    every process its sections started (those the warm-start server at `warm` forks for it
+    join the group)."""
     os.setpgrp()
+    warm_start.use(warm)
     runtime.prepare(cache, workdir)
     if not no_compat:
         import compat

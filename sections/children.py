@@ -19,9 +19,11 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
+from sections import warm_start
 from sections.lesson import LessonFailed
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]  # the repository: configs/ and sections/
@@ -56,32 +58,38 @@ def environment(**extra_env: str) -> dict[str, str]:
     return dict(os.environ, PYTHONPATH=str(ROOT), **extra_env)
 
 
-def stop(proc: subprocess.Popen) -> None:
+def stop(proc) -> None:
     if proc.poll() is None:
         proc.kill()
     proc.wait()
 
 
-def run_child(command: list[str], what: str, timeout: float = 900, **extra_env: str) -> subprocess.CompletedProcess:
+def run_child(command: list[str], what: str, timeout: float = 900, fresh_python: bool = False,
+              **extra_env: str) -> subprocess.CompletedProcess:
     """Runs a child process to its end. If it fails, so does the lesson, in one line: `what`
-    and its exit status, then the child's last line on stderr (its error)."""
-    with contextlib.ExitStack() as stopping:
+    and its exit status, then the child's last line on stderr (its error). `fresh_python`:
+    never forked with imports done (sections/warm_start.py)."""
+    with tempfile.TemporaryDirectory() as logs, contextlib.ExitStack() as stopping:
+        out, err = pathlib.Path(logs, "stdout"), pathlib.Path(logs, "stderr")
         with ctrl_c_held():
-            proc = subprocess.Popen(command, cwd=ROOT, env=environment(**extra_env), stdout=subprocess.PIPE,
-                                    stderr=subprocess.PIPE, text=True)
+            proc = warm_start.start(command, ROOT, environment(**extra_env), out, err, warm=not fresh_python)
             stopping.callback(stop, proc)
-        stdout, stderr = proc.communicate(timeout=timeout)
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise LessonFailed(f"{what} did not finish in {timeout:g} s: stopped") from None
+        stdout, stderr = out.read_text(errors="replace"), err.read_text(errors="replace")
     if proc.returncode != 0:
         last = [line for line in stderr.strip().splitlines() if line.strip()][-1:]
         raise LessonFailed(f"{what} exited {proc.returncode}: {' '.join(last)[:300]}")
     return subprocess.CompletedProcess(command, proc.returncode, stdout, stderr)
 
 
-def start_in_background(lesson, command: list[str], log: pathlib.Path, **extra_env: str) -> subprocess.Popen:
+def start_in_background(lesson, command: list[str], log: pathlib.Path, **extra_env: str):
     """Starts a child that runs while the lesson goes on, logging to `log`; it is stopped
     when the lesson ends, if it has not ended by then. `finish` waits for it."""
-    with open(log, "w") as output, ctrl_c_held():  # the child keeps its own copy of the file
-        proc = subprocess.Popen(command, cwd=ROOT, stdout=output, stderr=subprocess.STDOUT, env=environment(**extra_env))
+    with ctrl_c_held():
+        proc = warm_start.start(command, ROOT, environment(**extra_env), log)
         lesson.cleanup.callback(stop, proc)
     proc.log = log
     return proc
@@ -105,9 +113,8 @@ def children(commands: dict[str, tuple[list[str], dict[str, str]]], logdir: path
     procs = {}
     try:
         for name, (argv, extra_env) in commands.items():
-            with open(logdir / f"{name}.log", "w") as log, ctrl_c_held():  # the child keeps its own copy of log
-                procs[name] = subprocess.Popen(argv, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
-                                               env=environment(**extra_env))
+            with ctrl_c_held():
+                procs[name] = warm_start.start(argv, ROOT, environment(**extra_env), logdir / f"{name}.log")
         yield procs
     finally:
         for proc in procs.values():  # all killed first, then waited for: they go together

@@ -38,6 +38,9 @@ class SectionInfo:
     # processes of its own, which then overlap with the rest.
     start_early: bool = False
     reference: str | None = None  # the page of Kauldron's own docs on the topic
+    # Whether it starts Python processes of its own (with --jobs, a server with the imports
+    # done forks them: sections/warm_start.py).
+    starts_processes: bool = False
 
 
 class SelectionError(ValueError):
@@ -49,18 +52,18 @@ _FUNCTIONS: dict[str, Callable[[Lesson], str]] = {}
 
 
 def section(number: int, slug: str, title: str, *, shows: str, trains: bool = False,
-            start_early: bool = False, reference: str | None = None):
+            start_early: bool = False, starts_processes: bool = False, reference: str | None = None):
     """Registers a lesson. Arguments must be literals: the catalog reads them with ast.
     `shows`: what the lesson shows, in a line; `trains`: whether it trains a model;
     `start_early`: whether, with --jobs, it starts before the others (a long lesson that
-    works mostly in processes of its own); `reference`: the page of Kauldron's own docs on
-    the topic."""
+    works mostly in processes of its own); `starts_processes`: whether it starts Python
+    processes of its own; `reference`: the page of Kauldron's own docs on the topic."""
 
     def register(fn: Callable[[Lesson], str]) -> Callable[[Lesson], str]:
         # The same section defined again (a notebook cell, then its module imported by a
         # config) replaces itself; two sections sharing a slug are an error.
         earlier = getattr(_FUNCTIONS.get(slug), "section_info", None)
-        info = (number, slug, title, shows, trains, start_early, reference)
+        info = (number, slug, title, shows, trains, start_early, reference, starts_processes)
         if earlier is not None and earlier != info:
             raise ValueError(f"section {slug!r} is registered twice")
         fn.section_info = info
@@ -79,7 +82,8 @@ def lesson_function(slug: str) -> Callable[[Lesson], str]:
 
 
 def _decorator_arguments(tree: ast.Module) -> list[tuple[Any, ...]]:
-    """The (number, slug, title, shows, trains, start_early, reference) of every `@section(...)`."""
+    """The (number, slug, title, shows, trains, start_early, reference, starts_processes) of
+    every `@section(...)`."""
     found = []
     for node in ast.walk(tree):
         if not isinstance(node, ast.FunctionDef):
@@ -91,7 +95,8 @@ def _decorator_arguments(tree: ast.Module) -> list[tuple[Any, ...]]:
             kwargs = {k.arg: ast.literal_eval(k.value) for k in deco.keywords}
             number, slug, title = (args + [kwargs.get(k) for k in ("number", "slug", "title")])[:3]
             found.append((number, slug, title, kwargs["shows"], bool(kwargs.get("trains", False)),
-                          bool(kwargs.get("start_early", False)), kwargs.get("reference")))
+                          bool(kwargs.get("start_early", False)), kwargs.get("reference"),
+                          bool(kwargs.get("starts_processes", False))))
     return found
 
 
@@ -99,8 +104,9 @@ def catalog() -> list[SectionInfo]:
     """Every section, in number order, read from the section files without importing them."""
     infos = []
     for path in sorted(SECTIONS_DIR.glob(SECTION_FILES)):
-        for number, slug, title, shows, trains, starts, reference in _decorator_arguments(ast.parse(path.read_text())):
-            infos.append(SectionInfo(number, slug, title, shows, trains, f"sections.{path.stem}", starts, reference))
+        for number, slug, title, shows, trains, early, reference, processes in _decorator_arguments(ast.parse(path.read_text())):
+            infos.append(SectionInfo(number, slug, title, shows, trains, f"sections.{path.stem}", early, reference,
+                                     processes))
     infos.sort(key=lambda info: info.number)
     for key in ("number", "slug"):
         values = [getattr(info, key) for info in infos]

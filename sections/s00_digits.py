@@ -25,7 +25,7 @@ CONFIG_FILE = ROOT / "configs" / "digits.py"
 
 
 @section(0, "digits", "Handwritten digits, end to end: a TFDS dataset, a config file, kauldron.main", trains=True,
-         start_early=True,
+         starts_processes=True, start_early=True,
          shows="the whole picture: a real TFDS dataset, a classifier config, python -m kauldron.main, test accuracy read back",
          reference="https://kauldron.readthedocs.io/en/latest/data_py.html")
 def digits_end_to_end(lesson: Lesson) -> str:

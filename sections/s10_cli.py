@@ -25,6 +25,7 @@ CONFIG_FILE = ROOT / "configs" / "regression.py"
 
 
 @section(10, "cli", "The same experiment from the command line", trains=True,
+         starts_processes=True,
          shows="python -m kauldron.main with --cfg flags: Python literals and py:: calls, not JSON; config.json records them",
          reference="https://github.com/google-research/kauldron/blob/main/kauldron/main.py")
 def experiment_from_the_command_line(lesson: Lesson) -> str:

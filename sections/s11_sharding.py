@@ -27,6 +27,7 @@ LOSS_RTOL = 1e-5  # 8 partial sums add floats in another order; measured up to 3
 
 
 @section(11, "sharding", "Data parallelism: the same Trainer on 8 devices", trains=True,
+         starts_processes=True,
          shows="8 simulated CPU devices: the batch split 8 ways, FSDP parameter shards, the loss within 1e-5 of one device's",
          reference="https://kauldron.readthedocs.io/en/latest/sharding.html")
 def data_parallel_training(lesson: Lesson) -> str:

@@ -98,7 +98,8 @@ def serve_without_kauldron(lesson: Lesson) -> str:
     checkpoint = trainer.workdir / "checkpoints" / f"ckpt_{STEPS}" / "default"
     np.save(lesson.workdir / "inputs.npy", x)
     run_child(python_m("sections.serve_exported", str(trainer.workdir / "eval_model.jax_exported"), str(checkpoint),
-                       str(lesson.workdir / "inputs.npy"), str(lesson.workdir / "served.npz")), "the serving process")
+                       str(lesson.workdir / "inputs.npy"), str(lesson.workdir / "served.npz")), "the serving process",
+              fresh_python=True)  # what it imports is checked: nothing imported beforehand
     served = np.load(lesson.workdir / "served.npz")
     report = json.loads(str(served["report"]))
     print(report)

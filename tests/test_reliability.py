@@ -7,6 +7,7 @@ import json
 import os
 import pathlib
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -17,7 +18,8 @@ import psutil
 import pytest
 from conftest import ROOT, readme_command
 
-from runner import section_run
+from runner import durations, section_run, start_order
+from sections import registry, warm_start
 
 QUIET = dict(os.environ, TQDM_DISABLE="1", TF_CPP_MIN_LOG_LEVEL="3")
 
@@ -62,6 +64,53 @@ def test_jobs_print_each_section_whole_in_order_and_write_the_same_json(tutorial
         assert a.keys() == b.keys()
         assert (a["slug"], a["status"], a["checks"], a["facts"]) == (b["slug"], b["status"], b["checks"], b["facts"])
     assert "jobs: 2 worker processes" in runs["2"].stdout and "jobs:" not in runs["1"].stdout
+
+
+def test_workers_start_early_sections_then_the_longest_of_earlier_runs(tmp_path):
+    """On two workers, a long section started last would end the run alone: the runner
+    remembers each passed section's seconds in the cache and starts the longest first."""
+    chosen = registry.select(registry.catalog(), ["digits", *map(str, range(1, 10))])
+    assert [i.slug for i in start_order(chosen, {})][:3] == ["digits", "konfig", "ref"]  # no history: in order
+    durations.record(tmp_path, [result("checkpoint", "passed", 3.9), result("sweep", "passed", 3.0),
+                                result("ref", "failed", 9.0)])
+    assert durations.load(tmp_path) == {"checkpoint": 3.9, "sweep": 3.0}  # a failed section's time says little
+    order = [i.slug for i in start_order(chosen, durations.load(tmp_path))]
+    assert order[:4] == ["digits", "checkpoint", "sweep", "konfig"]
+    (tmp_path / durations.FILE_NAME).write_text("{not json")
+    assert durations.load(tmp_path) == {} and durations.load(None) == {}
+
+
+def result(slug: str, status: str, seconds: float) -> section_run.SectionResult:
+    return section_run.SectionResult(0, slug, slug, status, seconds, "", {})
+
+
+@pytest.mark.slow
+def test_a_warm_started_child_is_the_command_it_was_given(tmp_path):
+    """A lesson's `python -m ...` child forked by the warm-start server: it starts with the
+    imports done, `ps` shows its own command, it writes where it was told, its exit status
+    comes back, it joins the asking process's group (stopping a worker stops it), and
+    kill() stops it."""
+    good, bad = tmp_path / "good.json", tmp_path / "bad.json"
+    good.write_text('{"a": 1}')
+    bad.write_text("{")
+    sleeping = [sys.executable, "-m", "timeit", "-n", "1", "-r", "1", "__import__('time').sleep(120)"]
+    with warm_start.server() as address, warm_start.used_here(address):
+        ok = warm_start.start([sys.executable, "-m", "json.tool", str(good)], ROOT, dict(os.environ), tmp_path / "ok.out")
+        failed = warm_start.start([sys.executable, "-m", "json.tool", str(bad)], ROOT, dict(os.environ),
+                                  tmp_path / "bad.out", tmp_path / "bad.err")
+        child = warm_start.start(sleeping, ROOT, dict(os.environ), tmp_path / "sleep.out")
+        assert isinstance(child, warm_start.WarmChild)
+        assert ok.wait(60) == 0 and json.loads((tmp_path / "ok.out").read_text()) == {"a": 1}
+        assert failed.wait(60) == 1 and "Expecting" in (tmp_path / "bad.err").read_text()
+        process = psutil.Process(child.pid)
+        assert " ".join(process.cmdline()).strip() == shlex.join(sleeping)
+        assert os.getpgid(child.pid) == os.getpgrp()
+        assert any("tensorflow" in region.path for region in process.memory_maps())  # already imported
+        assert child.poll() is None
+        child.kill()
+        assert child.wait(10) == -signal.SIGKILL
+    cold = warm_start.start(sleeping[:2] + ["json.tool", str(good)], ROOT, dict(os.environ), tmp_path / "cold.out")
+    assert isinstance(cold, subprocess.Popen) and cold.wait(60) == 0  # no server: started as usual
 
 
 class Terminal(io.StringIO):
