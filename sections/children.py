@@ -7,6 +7,9 @@ A Ctrl-C is raised as KeyboardInterrupt wherever Python happens to be. Raised in
 `subprocess.Popen` after the fork, it leaves a child running that no variable holds, so
 nothing can stop it (seen in a test: one of section 18's children outlived a Ctrl-C).
 So a Ctrl-C pressed while a child starts is held until the child is in the lesson's hands.
+
+A `python -m` child is forked, when it can be, by a server that has done the imports
+(sections/warm_start.py); it behaves as a process started here.
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
 """Child processes that start with jax, Kauldron and TensorFlow already imported.
 
 A lesson's child (`python -m kauldron.main ...`, the 8-device run, the processes of a
-multi-host job) spends about 8 CPU seconds importing before it does anything. In a run
-with workers, the runner starts one server that imports all that once
-(sections/warm_imports.py) and then forks a child for each `python -m MODULE ARGS` a lesson
-asks for. The child sets the lesson's environment, working directory and output files,
+multi-host job) spends about 8 CPU seconds importing before it does anything. When a
+chosen lesson `starts_processes`, the runner starts one server that imports all that once
+(sections/warm_imports.py), beside its own imports or the workers', and then forks a child
+for each `python -m MODULE ARGS` a lesson asks for. The child sets the lesson's environment, working directory and output files,
 and runs MODULE as `python -m` does (`runpy`), then exits as Python does (threads joined,
 exit handlers run). Importing starts no jax backend, so forking after it is safe, and a
 child's `XLA_FLAGS` or `jax.distributed.initialize()` still act before its backend starts.
@@ -13,8 +13,8 @@ child's `XLA_FLAGS` or `jax.distributed.initialize()` still act before its backe
                                            # when its standard input closes
 
 A child joins the process group of the worker that asked for it, so stopping a worker
-stops its children too. Without a server (one process, a notebook), `start` uses
-`subprocess.Popen`, and lessons cannot tell the difference.
+stops its children too. Without a server (a notebook), `start` uses `subprocess.Popen`,
+and lessons cannot tell the difference.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import warnings
 
 ADDRESS_ENV = "KAULDRON_TUTORIAL_WARM_START"  # the server's socket, set in the workers
 ROOT = pathlib.Path(__file__).resolve().parents[1]  # the repository
@@ -143,6 +144,11 @@ def serve(address: str) -> None:
     listener.listen(16)
     print("listening", flush=True)
     import sections.warm_imports  # noqa: F401
+
+    # The imports leave threads of C libraries behind (jemalloc's background thread among
+    # them), no Python thread and no jax backend: the state multiprocessing's forkserver
+    # forks the --jobs workers in. Python 3.12 warns about any fork with threads.
+    warnings.filterwarnings("ignore", "This process .* is multi-threaded", DeprecationWarning)
 
     waiting: dict[int, socket.socket] = {}  # child pid -> the connection that asked for it
     try:
