@@ -94,19 +94,21 @@ def start_in_background(lesson, command: list[str], log: pathlib.Path, **extra_e
     with ctrl_c_held():
         proc = warm_start.start(command, ROOT, environment(**extra_env), log)
         lesson.cleanup.callback(stop, proc)
-    proc.log = log
+    proc.log, proc.started = log, time.monotonic()
     return proc
 
 
-def finish(proc: subprocess.Popen, what: str, timeout: float = 900) -> None:
-    """Waits for a child started in the background; if it fails, so does the lesson, in one
-    line: `what`, its exit status and its last line."""
+def finish(proc: subprocess.Popen, what: str, timeout: float = 900) -> float:
+    """Waits for a child started in the background and returns the seconds since it started
+    (its run time, if it was still running); if it fails, so does the lesson, in one line:
+    `what`, its exit status and its last line."""
     try:
         proc.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
         raise LessonFailed(f"{what} did not finish in {timeout:g} s: stopped") from None
     if proc.returncode != 0:
         raise LessonFailed(f"{what} exited {proc.returncode}: {last_line(proc.log)}")
+    return time.monotonic() - proc.started
 
 
 @contextlib.contextmanager

@@ -124,7 +124,10 @@ def evaluators_and_summaries(lesson: Lesson) -> str:
     Once training had completed, the job evaluated the last checkpoint with `final`,
     which uses the training loss and metric, and wrote them to `final/`.
     """)
-    finish(eval_job, "python -m kauldron.main --eval_names=final")
+    running = eval_job.poll() is None
+    seconds = finish(eval_job, "python -m kauldron.main --eval_names=final")
+    lesson.check(running and seconds >= 19,
+                 "the eval job ran on while the lesson read the run, for at least its two 10-s waits (>= 19 s)")
     final = read_tensors(trainer.workdir, "final")
     print({tag: {step: round(float(value), 6) for step, value in values.items()} for tag, values in final.items()
            if tag.startswith(("losses", "metrics"))})
