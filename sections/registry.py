@@ -81,9 +81,8 @@ def lesson_function(slug: str) -> Callable[[Lesson], str]:
     return fn
 
 
-def _decorator_arguments(tree: ast.Module) -> list[tuple[Any, ...]]:
-    """The (number, slug, title, shows, trains, start_early, reference, starts_processes) of
-    every `@section(...)`."""
+def _decorator_arguments(tree: ast.Module) -> list[dict[str, Any]]:
+    """The arguments of every `@section(...)`, by name, defaults filled in."""
     found = []
     for node in ast.walk(tree):
         if not isinstance(node, ast.FunctionDef):
@@ -91,22 +90,18 @@ def _decorator_arguments(tree: ast.Module) -> list[tuple[Any, ...]]:
         for deco in node.decorator_list:
             if not (isinstance(deco, ast.Call) and getattr(deco.func, "id", None) == "section"):
                 continue
-            args = [ast.literal_eval(a) for a in deco.args]
-            kwargs = {k.arg: ast.literal_eval(k.value) for k in deco.keywords}
-            number, slug, title = (args + [kwargs.get(k) for k in ("number", "slug", "title")])[:3]
-            found.append((number, slug, title, kwargs["shows"], bool(kwargs.get("trains", False)),
-                          bool(kwargs.get("start_early", False)), kwargs.get("reference"),
-                          bool(kwargs.get("starts_processes", False))))
+            bound = inspect.signature(section).bind(*[ast.literal_eval(a) for a in deco.args],
+                                                    **{k.arg: ast.literal_eval(k.value) for k in deco.keywords})
+            bound.apply_defaults()
+            found.append(bound.arguments)
     return found
 
 
 def catalog() -> list[SectionInfo]:
     """Every section, in number order, read from the section files without importing them."""
-    infos = []
-    for path in sorted(SECTIONS_DIR.glob(SECTION_FILES)):
-        for number, slug, title, shows, trains, early, reference, processes in _decorator_arguments(ast.parse(path.read_text())):
-            infos.append(SectionInfo(number, slug, title, shows, trains, f"sections.{path.stem}", early, reference,
-                                     processes))
+    infos = [SectionInfo(module=f"sections.{path.stem}", **arguments)
+             for path in sorted(SECTIONS_DIR.glob(SECTION_FILES))
+             for arguments in _decorator_arguments(ast.parse(path.read_text()))]
     infos.sort(key=lambda info: info.number)
     for key in ("number", "slug"):
         values = [getattr(info, key) for info in infos]
