@@ -110,7 +110,8 @@ def page(section: dict, info: SectionInfo, report: dict) -> dict:
             "figure": f"{FIGURES}/{stem}.png" if section["plots"] and section.get("figure_step") == index else None,
         })
     return {**section, "steps_reached": len(ran), "intro": lesson.intro, "setup": lesson.shown_setup, "steps": steps,
-            "helpers": lesson.helpers, "reference": info.reference, "shows": info.shows,
+            "helpers": "\n\n\n".join(text for text in (lesson.helpers, lesson.helpers_imported) if text),
+            "reference": info.reference, "shows": info.shows,
             "parts": lesson.parts,
             "configs": [(str(p.relative_to(ROOT)), p.read_text().strip("\n")) for p in lesson.configs + lesson.programs],
             "source": str(path.relative_to(ROOT)), "source_sha256": source_hash(path)}

@@ -25,7 +25,10 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 # so the code shows what the lesson does, not its bookkeeping.
 BOOKKEEPING = {"check", "check_equal", "check_close", "check_raises", "skip_check", "fact", "plot"}
 # Imports of the tutorial's own machinery, which a page leaves out of the code it shows.
-MACHINERY = re.compile(r"^from sections\.(lesson|registry|children|kept_checkpoints) import .*$")
+MACHINERY = re.compile(r"^from sections\.(lesson|registry|children|kept_checkpoints|figures) import .*$")
+# Shared modules of helpers that lessons check themselves with: a page shows, with the
+# lesson's own helpers, those it imports from them.
+CHECKING_MODULES = ("sections.recompute", "sections.resume", "sections.command_line")
 
 
 class LessonSourceError(ValueError):
@@ -47,6 +50,7 @@ class LessonSource:
     setup: str  # the imports and the parts the lesson defines, above the lesson function
     steps: list[Step]
     helpers: str  # below the lesson function: how the lesson checks itself
+    helpers_imported: str  # the functions it imports from CHECKING_MODULES, each under its file's name
     configs: list[pathlib.Path]  # the config files the section imports (configs/*.py)
     parts: list[tuple[str, str, str]]  # (file, name, source) of the classes it imports from sections/shared.py or parts/
     programs: list[pathlib.Path]  # the child programs it starts (python -m sections.<name>)
@@ -175,7 +179,10 @@ def read_lesson(path: pathlib.Path) -> LessonSource:
              and re.fullmatch(r"sections\.[a-z_]+", node.value)}
     named |= set(re.findall(r"`sections/([a-z_]+)\.py`", source)) - {"shared"}  # programs the prose names
     programs = sorted(ROOT / "sections" / f"{name}.py" for name in named)
-    return LessonSource(path, lesson_prose(path), setup, steps, helpers, configs, classes_imported(parts),
+    checking = [(node.module, alias.name) for node in tree.body
+                if isinstance(node, ast.ImportFrom) and node.module in CHECKING_MODULES for alias in node.names]
+    return LessonSource(path, lesson_prose(path), setup, steps, helpers, functions_imported(checking), configs,
+                        classes_imported(parts),
                         [program for program in programs if program.is_file()])
 
 
@@ -207,3 +214,17 @@ def classes_imported(names: list[tuple[str, str]]) -> list[tuple[str, str, str]]
                 found.append((str(path.relative_to(ROOT)), node.name,
                               "\n".join(source.splitlines()[start - 1:node.end_lineno])))
     return found
+
+
+def functions_imported(names: list[tuple[str, str]]) -> str:
+    """The source of those of the (module, name) imported that are functions, each under a
+    comment naming its file."""
+    found = []
+    for module in dict.fromkeys(module for module, _ in names):
+        path = ROOT / (module.replace(".", "/") + ".py")
+        source = path.read_text().splitlines()
+        wanted = {name for m, name in names if m == module}
+        for node in ast.parse("\n".join(source)).body:
+            if isinstance(node, ast.FunctionDef) and node.name in wanted:
+                found.append(f"# {path.relative_to(ROOT)}\n" + "\n".join(source[node.lineno - 1:node.end_lineno]))
+    return "\n\n\n".join(found)
