@@ -1,27 +1,26 @@
 """Handwritten digits, end to end: a TFDS dataset, a config file, kauldron.main.
 
 The whole picture first, the way Kauldron's own examples train: a TFDS dataset read by
-PyGrain, a classifier with a cross-entropy loss and an accuracy metric, a config file with
-`get_config()`, trained by `python -m kauldron.main`, and the accuracy read back from what
-the run wrote. The data is real and needs no download: scikit-learn's 1,797 handwritten
-8x8 digits, stored in the workdir as a TFDS dataset with tfds's own API. The lessons after
-this one take each part apart.
+PyGrain, a classifier with a cross-entropy loss and an accuracy metric in a config file,
+trained by `python -m kauldron.main`, and the accuracy read back from the run. The data
+is real and needs no download: scikit-learn's 1,797 handwritten digits, stored as a TFDS
+dataset with tfds's own API. The lessons after this one take each part apart.
 """
 
 import jax
 import numpy as np
 import orbax.checkpoint as ocp
 import sklearn.datasets
+import sklearn.metrics
 import tensorflow_datasets as tfds
 from kauldron import konfig
 
 from configs import digits as digits_config
-from sections.children import ROOT, finish, python_m, start_in_background
-from sections.lesson import Lesson, Panel
+from sections.children import finish, python_m, start_in_background
+from sections.figures import plot_mistakes
+from sections.lesson import Lesson
 from sections.registry import section
 from sections.shared import event_files, read_scalars
-
-CONFIG_FILE = ROOT / "configs" / "digits.py"
 
 
 @section(0, "digits", "Handwritten digits, end to end: a TFDS dataset, a config file, kauldron.main", trains=True,
@@ -71,7 +70,7 @@ def digits_end_to_end(lesson: Lesson) -> str:
     own, while this lesson goes on.
     """)
     run = lesson.workdir / "run"
-    command = ["kauldron.main", f"--cfg={CONFIG_FILE}", f"--cfg.workdir={run}", f"--cfg.aux.data_dir={data_dir}"]
+    command = ["kauldron.main", f"--cfg={digits_config.__file__}", f"--cfg.workdir={run}", f"--cfg.aux.data_dir={data_dir}"]
     training = start_in_background(lesson, python_m(*command), lesson.workdir / "kauldron-main.log")
     print("python -m kauldron.main --cfg=configs/digits.py --cfg.workdir=WORKDIR/run"
           " --cfg.aux.data_dir=WORKDIR/tensorflow_datasets")
@@ -85,8 +84,7 @@ def digits_end_to_end(lesson: Lesson) -> str:
     (`state_specs`: shapes only, nothing computed).
     """)
     cfg = digits_config.get_config()
-    cfg.aux.data_dir = str(data_dir)
-    cfg.workdir = str(lesson.workdir / "inspected")
+    cfg.aux.data_dir, cfg.workdir = str(data_dir), str(lesson.workdir / "inspected")
     trainer = konfig.resolve(cfg)
     spec = trainer.train_ds.element_spec
     print({key: (value.shape, value.dtype.name) for key, value in spec.items()})
@@ -128,18 +126,10 @@ def digits_end_to_end(lesson: Lesson) -> str:
     (columns): the diagonal is right, everything else is a mistake. The figure shows it,
     with the test digits the model gets wrong.
     """)
-    confusion = np.zeros((10, 10), dtype=int)
-    np.add.at(confusion, (labels, predicted), 1)
+    confusion = sklearn.metrics.confusion_matrix(labels, predicted)
     print(confusion)
     wrong = np.flatnonzero(predicted != labels)
     print("wrong (true->predicted):", [f"{labels[i]}->{predicted[i]}" for i in wrong])
     plot_mistakes(lesson, confusion, pixels[wrong], labels[wrong], predicted[wrong])
     lesson.fact("test_accuracy", {str(step): value for step, value in accuracy.items()})
     return f"test accuracy {accuracy[best]:.4f} at step {best} (kept), equal to numpy's; {len(wrong)} of 360 wrong"
-
-
-def plot_mistakes(lesson: Lesson, confusion: np.ndarray, pixels: np.ndarray, truth: np.ndarray, predicted: np.ndarray):
-    lesson.plot("Section 0: handwritten digits, the test split",
-                Panel("confusion matrix", "predicted", "true", matrix=confusion.tolist()),
-                Panel("the test digits it gets wrong (true -> predicted)", "", "",
-                      images=[(image[..., 0].tolist(), f"{t} -> {p}") for image, t, p in zip(pixels, truth, predicted)]))

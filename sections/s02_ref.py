@@ -11,7 +11,8 @@ import optax
 from kauldron import konfig
 
 from configs import regression
-from sections.lesson import Lesson, Panel
+from sections.figures import plot_schedules
+from sections.lesson import Lesson
 from sections.registry import section
 from sections.shared import event_files, read_scalars
 
@@ -112,14 +113,3 @@ def optax_schedule(total_steps: int, warmup_steps: int = WARMUP_STEPS):
 def same_schedule(a, b, steps: int) -> bool:
     """Whether two schedules agree at every step of a run (optax schedules take arrays)."""
     return np.allclose(a(np.arange(steps + 1)), b(np.arange(steps + 1)), rtol=1e-6)
-
-
-def plot_schedules(lesson: Lesson, at_1000, at_200, copy) -> None:
-    def curve(schedule, steps: int):
-        return list(range(steps + 1)), np.asarray(schedule(np.arange(steps + 1))).tolist()
-
-    lesson.plot("Section 2: a reference follows num_train_steps; a copy does not",
-                Panel("learning rate over each run", "step", "learning rate", lines={
-                    "reference, num_train_steps=1000": curve(at_1000, 1000),
-                    "reference, num_train_steps=200": curve(at_200, 200),
-                    "copy of 1000, run of 200": curve(copy, 200)}))

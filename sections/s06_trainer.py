@@ -15,9 +15,10 @@ import numpy as np
 from kauldron import kd, konfig
 
 from configs import regression
-from sections.lesson import Lesson, Panel
+from sections.figures import plot_training
+from sections.lesson import Lesson
 from sections.registry import section
-from sections.recompute import max_difference
+from sections.recompute import check_batch_stats, enc_norm_by_hand, max_difference
 from sections.shared import MLP, event_files, read_scalars
 
 with konfig.imports():
@@ -121,29 +122,3 @@ def trainer_end_to_end(lesson: Lesson) -> str:
     lesson.fact("enc_norm_last_step", values["enc_norm"])
     return (f"logcosh {logged[0]['losses/logcosh']:.4f} -> {logged[50]['losses/logcosh']:.4f} in 51 updates;"
             " by hand: the same parameters")
-
-
-def check_batch_stats(lesson: Lesson, stats, batch: dict) -> None:
-    """kd.inspect's statistics of a batch against numpy's."""
-    for row in stats.to_dict("records"):
-        values = np.asarray(batch[row["Name"].removeprefix("batch.")])
-        lesson.check_close(row["Mean"], float(values.mean()), f"get_batch_stats' mean of {row['Name']}", rel=1e-5)
-        lesson.check_equal((row["Min"], row["Max"]), (float(values.min()), float(values.max())),
-                           f"get_batch_stats' min and max of {row['Name']}")
-
-
-
-def enc_norm_by_hand(params, x) -> float:
-    """The mean L2 norm of the `enc` layer's output rows, computed with Flax directly."""
-    _, captured = MLP(inputs="batch.x").apply({"params": params}, x, capture_intermediates=True,
-                                              mutable=["intermediates"])
-    return float(np.mean(np.linalg.norm(np.asarray(captured["intermediates"]["enc"]["__call__"][0]), axis=-1)))
-
-
-def plot_training(lesson: Lesson, logged: dict[int, dict[str, float]]) -> None:
-    steps = sorted(logged)
-    lesson.plot("Section 6: train() on the regression config",
-                Panel("training loss", "step", "logcosh (log scale)", log_y=True,
-                      lines={"logcosh": (steps, [logged[k]["losses/logcosh"] for k in steps])}),
-                Panel("an inner layer, read by key path", "step", "mean row norm",
-                      lines={"enc_norm ('interms.enc.__call__[0]')": (steps, [logged[k]["metrics/enc_norm"] for k in steps])}))

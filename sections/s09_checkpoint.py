@@ -9,19 +9,17 @@ checkpoint.
 """
 
 import importlib
-import json
-import pathlib
-import shutil
 
-import numpy as np
 from kauldron import konfig
 
-from configs import regression
+from configs import preemptible, regression
 from sections.kept_checkpoints import start_fresh
-from sections.lesson import Lesson, Panel
-from sections.recompute import max_difference
+from sections.figures import plot_evaluations
+from sections.lesson import Lesson
+from sections.recompute import check_evaluations_at_step_0
 from sections.registry import section
-from sections.shared import BATCH_SIZE, WithinTol, event_files, make_data, read_scalars
+from sections.resume import check_saved_positions, difference_after_resume
+from sections.shared import event_files, read_scalars
 
 with konfig.imports():
     from kauldron import kd as kd_cfg
@@ -98,7 +96,7 @@ def evaluate_checkpoint_resume(lesson: Lesson) -> str:
     all_evals = read_scalars(*event_files(cfg.workdir, "eval"))
     lesson.check(all_evals[60]["losses/logcosh"] * 10 < all_evals[0]["losses/logcosh"],
                  "the eval loss fell at least 10x from step 0 to step 60")
-    plot_evaluations(lesson, all_evals)
+    plot_evaluations(lesson, all_evals, EVERY)
 
     lesson.md("""
     ## Does the resumed run match one never interrupted?
@@ -109,12 +107,13 @@ def evaluate_checkpoint_resume(lesson: Lesson) -> str:
     from PyPI (it needs the unpublished `grain.tensorflow`), so PyGrain is the one that
     works here. `kd.data.InMemoryPipeline` does not save its position: a resumed run
     starts its data over from the first batch, and ends somewhere else. For preemptible
-    jobs, use a PyGrain pipeline. The PyGrain run below plays a preemption: a run of 60
-    steps loses its last checkpoint, as if the job had stopped after saving step 40, and
-    trains again from there.
+    jobs, use a PyGrain pipeline, as `configs/preemptible.py` (below) does. Its run here
+    plays a preemption: a run of 60 steps loses its last checkpoint, as if the job had
+    stopped after saving step 40, and trains again from there.
     """)
-    differences = {"InMemoryPipeline": difference_after_resume(lesson, pygrain=False, resumed=state),
-                   "kd.data.py.DataSource": difference_after_resume(lesson, pygrain=True)}
+    in_memory_run, pygrain_run = lesson.workdir / "in-memory-uninterrupted", lesson.workdir / "pygrain"
+    differences = {"InMemoryPipeline": difference_after_resume(regression.get_config(), in_memory_run, EVERY, resumed=state),
+                   "kd.data.py.DataSource": difference_after_resume(preemptible.get_config(), pygrain_run, EVERY)}
     for name, difference in differences.items():
         print(f"{name:22} max |param difference|, resumed vs uninterrupted: {difference:.3g}")
     lesson.check(differences["InMemoryPipeline"] > 1e-3, "InMemoryPipeline: the resumed run's parameters differ")
@@ -122,7 +121,7 @@ def evaluate_checkpoint_resume(lesson: Lesson) -> str:
     missing = lesson.check_raises(ModuleNotFoundError, lambda: importlib.import_module("kauldron.data.tf"),
                                   "kd.data.tf does not import from PyPI: importing it")
     lesson.check_equal(missing.name, "grain.tensorflow", "the module kd.data.tf misses")
-    check_saved_positions(lesson, cfg)
+    check_saved_positions(lesson, pygrain_run, cfg.workdir)
     lesson.fact("max_param_difference_after_resume", differences)
     return (f"resumed at step 40 -> 61; eval logcosh {all_evals[0]['losses/logcosh']:.3f} -> "
             f"{all_evals[60]['losses/logcosh']:.4f}; resume exact with PyGrain, not with InMemoryPipeline")
@@ -132,56 +131,3 @@ def eval_rows(**batching):
     """The 128 held-out rows as a PyGrain pipeline, in batches of 48 (48, 48, then 32)."""
     return kd_cfg.data.py.DataSource(data_source=shared_cfg.RegressionRows("eval"), batch_size=48, shuffle=False,
                                      num_epochs=1, num_workers=0, **batching)
-
-
-def check_evaluations_at_step_0(lesson: Lesson, trainer, evals: dict, default: dict) -> None:
-    """Step 0 evaluated the initial parameters: recompute both evaluators' numbers by hand."""
-    data = make_data("eval")
-    preds = np.asarray(trainer.model.apply({"params": trainer.init_state().params}, data["x"])["y"])
-    hits = np.abs(preds - data["y"]) < WithinTol(preds="", targets="").tol
-    lesson.check_close(evals[0]["metrics/within_tol"], float(hits.mean()),
-                       "eval within_tol at step 0 = the pooled ratio over all 128 rows")
-    lesson.check_close(default[0]["metrics/within_tol"], float(hits[:96].mean()),
-                       "eval_default within_tol at step 0 = the pooled ratio over the first 96 rows (remainder dropped)")
-    lesson.check_close(evals[0]["losses/logcosh"], float(np.mean(np.log(np.cosh(preds - data["y"])))),
-                       "eval logcosh at step 0 = numpy's over the 128 rows", rel=1e-5)
-
-
-def difference_after_resume(lesson: Lesson, *, pygrain: bool, resumed=None) -> float:
-    """Max |param difference| at step 60 between a run resumed from step 40's checkpoint
-    and one never interrupted. `resumed`: a resumed run's state, if there is one already.
-    Else the preemption is played: a run of 60 steps loses its last checkpoint, as if the
-    job had stopped after saving step 40, and trains again."""
-    cfg = regression.get_config()
-    cfg.num_train_steps, cfg.checkpointer = 60, kd_cfg.ckpts.Checkpointer(save_interval_steps=EVERY)
-    if pygrain:
-        cfg.train_ds = kd_cfg.data.py.DataSource(data_source=shared_cfg.RegressionRows("train"),
-                                                 batch_size=BATCH_SIZE, shuffle=True, num_epochs=None, num_workers=0)
-    cfg.workdir = str(lesson.workdir / ("pygrain" if pygrain else "in-memory-uninterrupted"))
-    if resumed is not None:
-        cfg.checkpointer = kd_cfg.ckpts.NoopCheckpointer()
-    uninterrupted, _ = konfig.resolve(cfg).train()
-    if resumed is None:
-        shutil.rmtree(pathlib.Path(cfg.workdir, "checkpoints", "ckpt_60"))
-        resumed, _ = konfig.resolve(cfg).train()
-    return max_difference(resumed.params, uninterrupted.params)
-
-
-def check_saved_positions(lesson: Lesson, cfg) -> None:
-    """What each checkpoint holds of its data iterator (Orbax's and grain's file layout)."""
-    ds_iter = pathlib.Path("checkpoints", "ckpt_40", "ds_iter")
-    pygrain = json.loads(next((lesson.workdir / "pygrain" / ds_iter).glob("*.json")).read_text())
-    in_memory = sorted(p.name for p in (pathlib.Path(cfg.workdir) / ds_iter).iterdir())
-    lesson.check_equal(pygrain.get("next_index"), 40 * BATCH_SIZE,
-                       "the PyGrain position saved in ckpt_40: 40 batches of 32", internal=True)
-    lesson.check(not any(name.endswith(".json") for name in in_memory),
-                 "InMemoryPipeline's ckpt_40 holds no iterator position", internal=True)
-
-
-def plot_evaluations(lesson: Lesson, evals: dict) -> None:
-    steps = sorted(evals)
-    lesson.plot(f"Section 9: evaluation every {EVERY} steps, across a resume at step 40",
-                Panel("eval loss (128 rows)", "step", "logcosh (log scale)", log_y=True,
-                      lines={"eval logcosh": (steps, [evals[k]["losses/logcosh"] for k in steps])}),
-                Panel("eval metric (pooled over 128 rows)", "step", "within_tol",
-                      lines={"eval within_tol": (steps, [evals[k]["metrics/within_tol"] for k in steps])}))

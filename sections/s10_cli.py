@@ -8,13 +8,12 @@ ran: `config.json` holds the config after the flags, TensorBoard files hold the 
 
 import json
 import shlex
-import sys
 
-from absl import flags
-from kauldron import kd, konfig
+from kauldron import kd
 
 from configs import regression
 from sections.children import ROOT, python_m, run_child
+from sections.command_line import check_launcher_encoding, launcher_value, parsed_config
 from sections.lesson import Lesson
 from sections.registry import section
 from sections.recompute import library_source
@@ -118,33 +117,3 @@ def experiment_from_the_command_line(lesson: Lesson) -> str:
     lesson.check_raises(AttributeError, lambda: console_script.main(["kauldron", "data", "element_spec"]),
                         "kauldron.cli.main's main with the argv list `python -m` gives it")
     return f"kauldron.main trained {STEPS} steps with a py:: optimizer; config.json recorded it; launcher JSON with true fails"
-
-
-def parsed_config(argv: list[str]):
-    """The config kauldron.main would train, from these flags: its own --cfg flag, in a
-    FlagValues of its own, so this process's flags are left alone. ml_collections reads
-    the overrides from sys.argv, which in kauldron.main's process holds these flags."""
-    flag_values = flags.FlagValues()
-    cfg = kd.konfig.DEFINE_config_file("cfg", None, flag_values=flag_values, lock_config=False)
-    saved, sys.argv = sys.argv, ["kauldron.main", *argv]
-    try:
-        flag_values(sys.argv)
-        return cfg.value
-    finally:
-        sys.argv = saved
-
-
-def launcher_value(value) -> str:
-    """A sweep value as the launcher passes it: JSON (a config as the JSON of its call)."""
-    if isinstance(value, konfig.ConfigDict):
-        value = json.loads(value.to_json())
-    return value if isinstance(value, str) else json.dumps(value)
-
-
-def check_launcher_encoding(lesson: Lesson, overrides: list[dict]) -> None:
-    """The values printed are the ones the launcher's own encoder makes."""
-    from kauldron.xm._src import json_utils  # private: the launcher itself does not import from PyPI
-
-    for path, value in (item for run in overrides for item in run.items()):
-        lesson.check_equal(launcher_value(value), json_utils.arg_to_json(value), f"the launcher's JSON for {path}",
-                           internal=True)

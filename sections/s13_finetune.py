@@ -14,7 +14,8 @@ from flax.errors import ScopeParamShapeError
 from kauldron import konfig
 
 from configs import regression
-from sections.lesson import Lesson, Panel
+from sections.figures import plot_losses
+from sections.lesson import Lesson
 from sections.registry import section
 from sections.recompute import logged, same
 
@@ -124,12 +125,3 @@ def experiment(workdir, model):
     cfg = regression.get_config()
     cfg.workdir, cfg.num_train_steps, cfg.model = str(workdir), STEPS, model
     return cfg
-
-
-
-
-def plot_losses(lesson: Lesson, curves: dict[str, dict[int, float]]) -> None:
-    names = {"finetune": "fine-tuned (pretrained encoder)", "scratch": "from scratch (random encoder)"}
-    lesson.plot("Section 13: a frozen pretrained encoder against the same model from scratch",
-                Panel("training loss", "step", "logcosh (log scale)", log_y=True,
-                      lines={names[name]: (sorted(c), [c[s] for s in sorted(c)]) for name, c in curves.items()}))

@@ -12,19 +12,18 @@ import numpy as np
 from etils import etree
 from kauldron import kd, konfig, kontext
 
-from configs import regression
+from configs import dropout
 from sections.lesson import Lesson
 from sections.registry import section
-from sections.recompute import same
+from sections.recompute import eval_mode_loss, same
 from sections.shared import event_files, make_data, read_scalars, read_tensors
 
 with konfig.imports():
     from kauldron import kd as kd_cfg
 
-    from sections import shared as shared_cfg
     from sections.parts import randomness as randomness_cfg
 
-STEPS = 20
+STEPS = dropout.STEPS
 
 
 @section(14, "randomness", "Randomness and train/eval mode: RNG streams, dropout, who decides the mode", trains=True,
@@ -34,10 +33,11 @@ def randomness_and_modes(lesson: Lesson) -> str:
     lesson.md("""
     ## The model reads its mode; whoever applies it sets it
 
-    `DropoutMLP` (below) declares `is_training = kd.nn.train_property()` and uses
-    `kd.nn.Dropout`, which reads it. `train()` sets it on and an evaluator off; outside a
-    Trainer, `model.apply(..., is_training_property=...)` does. In training, dropout needs
-    a key and two keys give two outputs; in evaluation it is off.
+    `configs/dropout.py` (below) trains `DropoutMLP`, which declares `is_training =
+    kd.nn.train_property()` and uses `kd.nn.Dropout`, which reads it. `train()` sets it
+    on and an evaluator off; outside a Trainer, `model.apply(..., is_training_property=...)`
+    does. In training, dropout needs a key and two keys give two outputs; in evaluation it
+    is off.
     """)
     trainer = konfig.resolve(dropout_experiment(lesson.workdir / "seed-0", seed=0))
     params, x = {"params": trainer.init_state().params}, make_data("eval")["x"]
@@ -125,18 +125,7 @@ def randomness_and_modes(lesson: Lesson) -> str:
 
 
 def dropout_experiment(workdir, seed: int):
-    """The regression experiment with DropoutMLP, whose mode a metric records, evaluated at the end."""
-    cfg = regression.get_config()
-    cfg.workdir, cfg.seed, cfg.num_train_steps = str(workdir), seed, STEPS
-    cfg.model = randomness_cfg.DropoutMLP(inputs="batch.x", rate=0.5)
-    cfg.train_metrics = {"is_training": randomness_cfg.Average(values="interms.is_training[0]")}
-    cfg.eval_ds = kd_cfg.data.InMemoryPipeline(loader=shared_cfg.make_loader("eval"), batch_size=32, num_epochs=1)
-    cfg.evals = {"eval": kd_cfg.evals.Evaluator(run=kd_cfg.evals.EveryNSteps(STEPS))}  # the train losses and metrics
+    """configs/dropout.py, run in `workdir` with `seed`."""
+    cfg = dropout.get_config()
+    cfg.workdir, cfg.seed = str(workdir), seed
     return cfg
-
-
-
-def eval_mode_loss(trainer, state) -> float:
-    data = make_data("eval")
-    preds = trainer.model.apply({"params": state.params}, data["x"], is_training_property=False)["y"]
-    return float(np.mean(np.log(np.cosh(np.asarray(preds) - data["y"]))))

@@ -3,27 +3,25 @@
 An evaluator (`kd.evals.Evaluator`) runs the model on its own data with its own losses
 and metrics, along training every N steps or in a job of its own once training is done.
 Summaries go beyond scalars: a histogram, an image. All of it lands in the workdir as
-TensorBoard event files, where this lesson reads it back with TensorBoard's own reader
-and recomputes it by hand from the checkpoints.
+TensorBoard event files, read back here and recomputed from the checkpoints.
 """
 
 import io
 
 import numpy as np
-import orbax.checkpoint as ocp
 from kauldron import kd, konfig
 from PIL import Image
 
 from configs import heldout
-from sections.children import ROOT, finish, python_m, start_in_background
-from sections.lesson import Lesson, Panel
+from sections.children import finish, python_m, start_in_background
+from sections.figures import plot_read_back
+from sections.lesson import Lesson
+from sections.recompute import check_heldout_against_checkpoints, heldout_predictions
 from sections.registry import section
-from sections.shared import make_data, read_tensors
+from sections.shared import read_tensors
 
 with konfig.imports():
     from kauldron import kd as kd_cfg
-
-CONFIG_FILE = ROOT / "configs" / "heldout.py"
 
 
 @section(15, "evals", "Evaluators and summaries, and evaluating a finished run", trains=True,
@@ -66,12 +64,11 @@ def evaluators_and_summaries(lesson: Lesson) -> str:
     `kd.train.Trainer.eval_only()`, does not resolve from PyPI: it reads its data through
     `kd.data.tf`, which needs the unpublished `grain.tensorflow`.
     """)
-    eval_job = start_in_background(lesson, python_m("kauldron.main", f"--cfg={CONFIG_FILE}", f"--cfg.workdir={cfg.workdir}",
+    eval_job = start_in_background(lesson, python_m("kauldron.main", f"--cfg={heldout.__file__}", f"--cfg.workdir={cfg.workdir}",
                                                     "--eval_names=final"), lesson.workdir / "eval-job.log")
     print(f"python -m kauldron.main --cfg=configs/heldout.py --cfg.workdir={cfg.workdir} --eval_names=final")
-    eval_only = kd_cfg.train.Trainer.eval_only()
-    eval_only.workdir = str(lesson.workdir / "eval-only")
-    error = lesson.check_raises(AttributeError, lambda: konfig.resolve(eval_only), "resolving kd.train.Trainer.eval_only()")
+    error = lesson.check_raises(AttributeError, lambda: konfig.resolve(kd_cfg.train.Trainer.eval_only()),
+                                "resolving kd.train.Trainer.eval_only()")
     print(str(error).splitlines()[-1])
     lesson.check("has no attribute 'tf'" in str(error), "kd.train.Trainer.eval_only() fails on kd.data.tf")
 
@@ -85,7 +82,7 @@ def evaluators_and_summaries(lesson: Lesson) -> str:
     written = read_tensors(trainer.workdir, "heldout")
     for step in sorted(written["metrics/within_0.1"]):
         print(step, {tag: round(float(written[tag][step]), 6) for tag in ("losses/logcosh", "metrics/within_0.1")})
-    check_against_checkpoints(lesson, trainer, written)
+    check_heldout_against_checkpoints(lesson, trainer, written)
 
     lesson.md("""
     ## Summaries: a histogram and an image
@@ -124,39 +121,15 @@ def evaluators_and_summaries(lesson: Lesson) -> str:
     Once training had completed, the job evaluated the last checkpoint with `final`,
     which uses the training loss and metric, and wrote them to `final/`.
     """)
-    running = eval_job.poll() is None
-    seconds = finish(eval_job, "python -m kauldron.main --eval_names=final")
-    lesson.check(running and seconds >= 19,
-                 "the eval job ran on while the lesson read the run, for at least its two 10-s waits (>= 19 s)")
+    running, seconds = eval_job.poll() is None, finish(eval_job, "python -m kauldron.main --eval_names=final")
+    lesson.check(running and seconds >= 19, "the eval job ran on while the lesson read the run, for its two 10-s waits")
     final = read_tensors(trainer.workdir, "final")
     print({tag: {step: round(float(value), 6) for step, value in values.items()} for tag, values in final.items()
            if tag.startswith(("losses", "metrics"))})
-    data, params = make_data("eval"), restored.params
-    preds = np.asarray(trainer.model.apply({"params": params}, data["x"])["y"])
+    preds, targets = heldout_predictions(trainer, restored.params)
     lesson.check_equal(sorted(final["losses/logcosh"]), [40], "the step final/ evaluated: the last checkpoint's")
-    lesson.check_close(float(final["metrics/within_tol"][40]), float(np.mean(np.abs(preds - data["y"]) < 0.25)),
+    lesson.check_close(float(final["metrics/within_tol"][40]), float(np.mean(np.abs(preds - targets) < 0.25)),
                        "final's within_tol (the training metric) = numpy's on ckpt_40")
     lesson.fact("heldout", {str(step): float(written["losses/logcosh"][step]) for step in sorted(written["losses/logcosh"])})
     return (f"heldout logcosh {float(written['losses/logcosh'][0]):.3f} -> {float(written['losses/logcosh'][40]):.4f}, equal to"
             " numpy on each checkpoint; summaries read back; kauldron.main --eval_names evaluated the finished run")
-
-
-def check_against_checkpoints(lesson: Lesson, trainer, written: dict) -> None:
-    data = make_data("eval")
-    for step in sorted(written["metrics/within_0.1"]):
-        params = ocp.StandardCheckpointer().restore(trainer.workdir / "checkpoints" / f"ckpt_{step}" / "default")["params"]
-        preds = np.asarray(trainer.model.apply({"params": params}, data["x"])["y"])
-        lesson.check_close(float(written["losses/logcosh"][step]), float(np.mean(np.log(np.cosh(preds - data["y"])))),
-                           f"heldout logcosh at step {step} = numpy's with ckpt_{step}", rel=1e-5)
-        lesson.check_close(float(written["metrics/within_0.1"][step]), float(np.mean(np.abs(preds - data["y"]) < 0.1)),
-                           f"heldout within_0.1 at step {step} = numpy's with ckpt_{step}")
-
-
-def plot_read_back(lesson: Lesson, summaries: dict, written: dict) -> None:
-    loss = {step: float(v) for step, v in summaries["losses/logcosh"].items()}
-    metric = {step: float(v) for step, v in written["metrics/within_0.1"].items()}
-    lesson.plot("Section 15: read back from the workdir",
-                Panel("training loss (train/)", "step", "logcosh (log scale)", log_y=True,
-                      lines={"train logcosh": (sorted(loss), [loss[s] for s in sorted(loss)])}),
-                Panel("evaluator's metric (heldout/)", "step", "fraction within 0.1",
-                      lines={"heldout within_0.1": (sorted(metric), [metric[s] for s in sorted(metric)])}))

@@ -14,6 +14,7 @@ from sections import registry
 CATALOG = registry.catalog()
 STEPPED = CATALOG
 MOST_WORDS_PRINTED = 8  # a print() whose text says more is prose that belongs in the step
+MOST_LINES = 135  # "about 130": a longer file hides its story among helpers
 
 
 def slug(info: registry.SectionInfo) -> str:
@@ -37,6 +38,12 @@ def test_a_lesson_is_three_or_more_steps_each_with_its_why_and_a_few_lines_of_co
         assert len(" ".join(why).split()) >= 12, f"{step.heading}: say why in a sentence or two"
         assert step.code, f"{step.heading}: a step shows the code that does it"
         assert step.code.count("\n") < 25, f"{step.heading}: {step.code.count(chr(10)) + 1} lines of code"
+
+
+@pytest.mark.parametrize("info", STEPPED, ids=slug)
+def test_a_lesson_file_is_about_130_lines_its_plumbing_in_shared_modules(info):
+    lines = section_file(info.module).read_text().count("\n")
+    assert lines <= MOST_LINES, f"{lines} lines: move what recomputes, plots or runs processes to a shared module"
 
 
 @pytest.mark.parametrize("info", STEPPED, ids=slug)

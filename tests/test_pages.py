@@ -73,6 +73,13 @@ def test_helpers_and_config_files_are_folded_under_the_steps(pages):
     assert "def get_config():" in page
 
 
+def test_the_fold_also_shows_the_helpers_a_lesson_imports_from_shared_modules_with_their_file(pages):
+    page = pages["06-trainer.md"]
+    folded = page[page.index("<summary>How this lesson checks it</summary>"):]
+    assert "# sections/recompute.py\ndef check_batch_stats(lesson" in folded
+    assert "def enc_norm_by_hand(" in folded
+
+
 def test_pages_link_to_their_neighbours_and_the_index(pages):
     first, middle, last = pages["01-konfig.md"], pages["06-trainer.md"], pages["07-sweep.md"]
     assert "[index](index.md) · [6. A Trainer, end to end →](06-trainer.md)" in first and "←" not in first

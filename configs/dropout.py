@@ -1,0 +1,29 @@
+"""The regression experiment with dropout (section 14).
+
+`DropoutMLP` applies dropout after its encoder and records the mode it ran in, which a
+metric averages; one evaluator, at the last step, reuses the training loss and metric.
+
+    python -m kauldron.main --cfg=configs/dropout.py --cfg.workdir=/absolute/path
+"""
+
+from kauldron import konfig
+
+from configs import regression
+
+with konfig.imports():
+    from kauldron import kd
+
+    from sections import shared
+    from sections.parts import randomness
+
+STEPS = 20
+
+
+def get_config():
+    cfg = regression.get_config()
+    cfg.num_train_steps = STEPS
+    cfg.model = randomness.DropoutMLP(inputs="batch.x", rate=0.5)
+    cfg.train_metrics = {"is_training": randomness.Average(values="interms.is_training[0]")}
+    cfg.eval_ds = kd.data.InMemoryPipeline(loader=shared.make_loader("eval"), batch_size=32, num_epochs=1)
+    cfg.evals = {"eval": kd.evals.Evaluator(run=kd.evals.EveryNSteps(STEPS))}  # the train losses and metrics
+    return cfg
