@@ -30,9 +30,10 @@ import time  # noqa: E402
 
 import presenting  # noqa: E402
 from presenting import report as reporting, terminal  # noqa: E402
-from runner import Runner, environment, section_run  # noqa: E402
+from harness import registry, runtime  # noqa: E402
+from harness.results import SectionResult  # noqa: E402
+from runner import Runner, environment  # noqa: E402
 from runner.interrupts import CtrlC  # noqa: E402
-from sections import registry, runtime  # noqa: E402
 
 # README command 1 without its last step (running the tutorial); tests/test_reliability.py
 # checks they stay the same.
@@ -199,7 +200,7 @@ def main(argv: list[str]) -> int:
             if plots_line:
                 print(plots_line)
 
-        def show_result(result: section_run.SectionResult) -> None:
+        def show_result(result: SectionResult) -> None:
             """Draws the section's figure, if asked, and prints its result line."""
             if plots["dir"] is not None and result.figure is not None:
                 from presenting import plots as drawing

@@ -16,6 +16,10 @@ with konfig.imports():
 
     from sections.parts import digits
 
+# The checkpointer picks the best checkpoint by the evaluator's latest metrics, so it saves
+# on the steps the evaluator runs: one interval for both.
+EVAL_AND_SAVE_EVERY = 50
+
 
 def get_config():
     cfg = kd.train.Trainer()
@@ -27,17 +31,18 @@ def get_config():
     cfg.train_losses = {"xent": kd.losses.SoftmaxCrossEntropyWithIntLabels(logits="preds.logits", labels="batch.label")}
     cfg.train_metrics = {"accuracy": kd.metrics.Accuracy(logits="preds.logits", labels="batch.label")}
     cfg.schedules = {"learning_rate": optax.warmup_cosine_decay_schedule(
-        init_value=0.0, peak_value=1e-2, warmup_steps=20, decay_steps=200)}
+        init_value=0.0, peak_value=1e-2, warmup_steps=20, decay_steps=cfg.ref.num_train_steps)}
     cfg.optimizer = optax.adam(learning_rate=cfg.ref.schedules["learning_rate"])
     cfg.evals = {
         "test": kd.evals.Evaluator(
-            run=kd.evals.EveryNSteps(50),
+            run=kd.evals.EveryNSteps(EVAL_AND_SAVE_EVERY),
             ds=_digits("test", cfg.ref.aux.data_dir, shuffle=False, num_epochs=1, batch_size=120),
             metrics={"accuracy": kd.metrics.Accuracy(logits="preds.logits", labels="batch.label")},
         ),
     }
-    # Every 50 steps, as the evaluator runs: only the best by test accuracy is kept.
-    cfg.checkpointer = kd.ckpts.Checkpointer(save_interval_steps=50, max_to_keep=1,
+    # Orbax keeps the best `max_to_keep` checkpoints by test accuracy, not the latest: a
+    # restarted run resumes from the best one.
+    cfg.checkpointer = kd.ckpts.Checkpointer(save_interval_steps=EVAL_AND_SAVE_EVERY, max_to_keep=1,
                                              best_metric_path="test.accuracy", best_mode="max")
     cfg.profiler = None
     return cfg

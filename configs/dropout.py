@@ -8,22 +8,22 @@ metric averages; one evaluator, at the last step, reuses the training loss and m
 
 from kauldron import konfig
 
-from configs import regression
+from configs import regression as regression_config
 
 with konfig.imports():
     from kauldron import kd
 
-    from sections import shared
+    from sections.parts import regression
     from sections.parts import randomness
 
 STEPS = 20
 
 
 def get_config():
-    cfg = regression.get_config()
+    cfg = regression_config.get_config()
     cfg.num_train_steps = STEPS
     cfg.model = randomness.DropoutMLP(inputs="batch.x", rate=0.5)
     cfg.train_metrics = {"is_training": randomness.Average(values="interms.is_training[0]")}
-    cfg.eval_ds = kd.data.InMemoryPipeline(loader=shared.make_loader("eval"), batch_size=32, num_epochs=1)
+    cfg.eval_ds = kd.data.InMemoryPipeline(loader=regression.make_loader("eval"), batch_size=32, num_epochs=1)
     cfg.evals = {"eval": kd.evals.Evaluator(run=kd.evals.EveryNSteps(STEPS))}  # the train losses and metrics
     return cfg

@@ -10,24 +10,24 @@ summaries, and a checkpoint every 20 steps. Train it, then evaluate the finished
 
 from kauldron import konfig
 
-from configs import regression
+from configs import regression as regression_config
 
 with konfig.imports():
     from kauldron import kd
 
-    from sections import shared
+    from sections.parts import regression
 
 
 def get_config():
-    cfg = regression.get_config()
+    cfg = regression_config.get_config()
     cfg.num_train_steps = 40
     cfg.checkpointer = kd.ckpts.Checkpointer(save_interval_steps=20)
-    heldout = kd.data.InMemoryPipeline(loader=shared.make_loader("eval"), batch_size=32, num_epochs=1)
+    heldout = kd.data.InMemoryPipeline(loader=regression.make_loader("eval"), batch_size=32, num_epochs=1)
     cfg.evals = {
         "heldout": kd.evals.Evaluator(
             run=kd.evals.EveryNSteps(20), ds=heldout,
-            losses={"logcosh": shared.LogCosh(preds="preds.y", targets="batch.y")},
-            metrics={"within_0.1": shared.WithinTol(preds="preds.y", targets="batch.y", tol=0.1)},
+            losses={"logcosh": regression.LogCosh(preds="preds.y", targets="batch.y")},
+            metrics={"within_0.1": regression.WithinTol(preds="preds.y", targets="batch.y", tol=0.1)},
         ),
         # No losses or metrics: the training ones. Run only by `--eval_names=final`.
         "final": kd.evals.Evaluator(run=kd.evals.StandaloneLastCheckpoint(), ds=heldout),

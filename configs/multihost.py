@@ -11,20 +11,20 @@ Start every process of the job with the same command (see sections/distributed_m
 
 from kauldron import konfig
 
-from configs import regression
+from configs import regression as regression_config
 
 with konfig.imports():
     from kauldron import kd
 
-    from sections import shared
+    from sections.parts import regression
     from sections.parts import multihost as multihost_parts
 
 
 def get_config():
-    cfg = regression.get_config()
+    cfg = regression_config.get_config()
     cfg.num_train_steps = 20
     cfg.train_ds = multihost_parts.InMemoryRowsRecorded(
-        loader=shared.make_loader("train"), batch_size=32, shuffle=True, num_epochs=None,
+        loader=regression.make_loader("train"), batch_size=32, shuffle=True, num_epochs=None,
         record_dir=cfg.ref.workdir,
     )
     cfg.checkpointer = kd.ckpts.Checkpointer(save_interval_steps=20)

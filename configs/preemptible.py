@@ -13,18 +13,18 @@ kauldron.main ...`.) Run from the repository root: it imports `configs` and `sec
 
 from kauldron import konfig
 
-from configs import regression
+from configs import regression as regression_config
 
 with konfig.imports():
     from kauldron import kd
 
-    from sections import shared
+    from sections.parts import regression
 
 
 def get_config():
-    cfg = regression.get_config()
+    cfg = regression_config.get_config()
     cfg.train_ds = kd.data.py.DataSource(
-        data_source=shared.RegressionRows("train"), batch_size=32, shuffle=True,
+        data_source=regression.RegressionRows("train"), batch_size=32, shuffle=True,
         num_epochs=None, num_workers=0,
     )
     cfg.num_train_steps = 1000

@@ -7,7 +7,7 @@ they need; the same file serves the command line:
     python -m kauldron.main --cfg=configs/regression.py --cfg.model.hidden=128 \
         --cfg.workdir=/path/to/workdir
 
-`sweep()` yields the overrides of the sweep lesson. It imports `sections.shared`, so run
+`sweep()` yields the overrides of the sweep lesson. It imports `sections.parts.regression`, so run
 it from the repository root (or put the root on PYTHONPATH).
 """
 
@@ -17,20 +17,20 @@ with konfig.imports():
     import optax
     from kauldron import kd
 
-    from sections import shared
+    from sections.parts import regression
 
 
 def get_config():
     cfg = kd.train.Trainer()
     cfg.seed = 0
     cfg.train_ds = kd.data.InMemoryPipeline(
-        loader=shared.make_loader("train"), batch_size=32, shuffle=True, num_epochs=None
+        loader=regression.make_loader("train"), batch_size=32, shuffle=True, num_epochs=None
     )
-    cfg.model = shared.MLP(inputs="batch.x", hidden=32)
+    cfg.model = regression.MLP(inputs="batch.x", hidden=32)
     cfg.num_train_steps = 200
     cfg.log_metrics_every = 10
-    cfg.train_losses = {"logcosh": shared.LogCosh(preds="preds.y", targets="batch.y")}
-    cfg.train_metrics = {"within_tol": shared.WithinTol(preds="preds.y", targets="batch.y")}
+    cfg.train_losses = {"logcosh": regression.LogCosh(preds="preds.y", targets="batch.y")}
+    cfg.train_metrics = {"within_tol": regression.WithinTol(preds="preds.y", targets="batch.y")}
     cfg.optimizer = optax.adam(learning_rate=1e-2)
     # Kauldron's default profiler cannot start twice in one process ("Profile has already
     # been started"), and the lessons train several times in one.

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pathlib
 
-from sections.lesson import Panel
+from harness.lesson import Panel
 
 SPARSE = 30  # a curve of at most this many points is drawn with a marker at each
 

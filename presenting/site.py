@@ -1,39 +1,37 @@
 """The results of a run as pages to read: Markdown (`--markdown DIR`, what code hosts
 display; the copy in docs/ is one) or a static HTML site (`--html DIR`).
 
-A section's page tells its lesson step by step, as the file does: the introduction and
-setup, then for each step its prose, its code, what that code printed and the checks it
-made; the helpers the lesson checks itself with, and the config files it uses, are folded
-under the steps. The index says what Kauldron and this tutorial are, then lists the
-sections. Both are written once, as Markdown (templates/*.md.j2); the HTML pages are that
-Markdown converted, with no scripts and nothing loaded from the network (styles inline,
-figures beside the pages).
+A section's page is its program (harness/program.py), as a reader takes it home: a first
+cell that makes the workdir, the setup, then for each step its prose, the experiment's
+files it first uses (folded), its code and shell blocks each followed by what it printed
+in this run, its figure, and its checks folded into one line. The code outside the folds,
+run in order in a fresh kernel at the repository root, prints what the page shows
+(tests/test_page_programs.py). The index says what Kauldron and this tutorial are, then
+lists the sections. Both are written once, as Markdown (templates/*.md.j2); the HTML pages
+are that Markdown converted, with no scripts and nothing loaded from the network (styles
+inline, figures beside the pages).
 """
 
 from __future__ import annotations
 
 import datetime
 import hashlib
+import os
 import pathlib
+import site
+import sysconfig
+import tempfile
 
 import jinja2
 import markdown
 from pygments.formatters import HtmlFormatter
 
-from presenting.source import ROOT, read_lesson, section_file
-from sections.registry import SectionInfo, file_stem
+from harness import program as lesson_format
+from harness.registry import PARTS, SectionInfo, file_stem, section_file
 
+ROOT = lesson_format.ROOT
 FIGURES = "figures"  # the pages' figures, in this subdirectory of the site
-FOLD_OVER = 25  # a code or output block longer than this many lines is folded away
-# The index's reading path: (what a group of sections teaches, their numbers).
-READING_PATH = [
-    ("The whole picture first: a real dataset, a config file, kauldron.main, test accuracy", [0]),
-    ("The glue: configs, references and key paths", [1, 2, 3]),
-    ("Shapes, losses and metrics", [4, 5]),
-    ("Training: the Trainer, sweeps, seeds, evaluation and checkpoints", [6, 7, 8, 9]),
-    ("Running it for real: the command line, devices, data, fine-tuning, randomness, "
-     "evaluation, export, NNX, several processes", list(range(10, 19))),
-]
+FOLD_OVER = 25  # an output longer than this many lines is folded away
 
 
 # What Kauldron's docs describe and the PyPI package does not do on these pins: (what, how
@@ -59,6 +57,12 @@ PYPI_GAPS = [
 ]
 
 
+def reading_path(infos: list[SectionInfo]) -> list[tuple[str, list[int]]]:
+    """The index's reading path: each part (PARTS, in order) with its sections' numbers."""
+    return [(title, numbers) for key, title in PARTS.items()
+            if (numbers := [info.number for info in infos if info.part == key])]
+
+
 def pypi_gaps(report: dict) -> list[dict]:
     """The table's rows, each with what this run found: "still fails" when its check
     passed, "works now?" when it failed, "not run" when its section did not run."""
@@ -81,19 +85,34 @@ def page_name(section: dict, suffix: str) -> str:
     return file_stem(section["number"], section["slug"]) + suffix
 
 
+def machine_paths(workdir: str, stem: str) -> list[tuple[str, str]]:
+    """(path, as a page shows it), most specific first: the lesson's workdir is WORKDIR,
+    the run's RUN, then `shared_paths()`: the reader's machine is not the one that ran it."""
+    return [(f"{workdir}/{stem}", "WORKDIR"), (workdir, "RUN"), *shared_paths()]
+
+
+def shared_paths() -> list[tuple[str, str]]:
+    """Paths any program here prints the same way: the repository is `.`, an installed
+    package's directory <site-packages>, the temporary directory <tmp>, the home ~."""
+    installed = {*site.getsitepackages(), site.getusersitepackages(), sysconfig.get_paths()["purelib"]}
+    paths = [(str(ROOT), ".")] + [(path, "<site-packages>") for path in sorted(installed, key=len, reverse=True)]
+    paths += [(os.path.realpath(tempfile.gettempdir()), "<tmp>"), (tempfile.gettempdir(), "<tmp>"),
+              (str(pathlib.Path.home()), "~")]
+    return paths
+
+
 def without_machine_paths(text: str, workdir: str, stem: str) -> str:
-    """Printed output as a page shows it: the lesson's workdir is WORKDIR, the run's RUN,
-    the repository `.`: the reader's machine is not the one that ran it."""
-    for path, shown in ((f"{workdir}/{stem}", "WORKDIR"), (workdir, "RUN"), (str(ROOT), ".")):
-        text = text.replace(path, shown)
+    for path, shown in machine_paths(workdir, stem):
+        if path and path != "/":
+            text = text.replace(path, shown)
     return text
 
 
 def page(section: dict, info: SectionInfo, report: dict) -> dict:
-    """What a section's page shows: its lesson read from the file, step by step, with what
-    each step printed and checked in this run."""
-    path = section_file(info.module)
-    lesson = read_lesson(path)
+    """What a section's page shows: its program, step by step, with what each block
+    printed and each step checked in this run."""
+    path = section_file(info)
+    source = lesson_format.read(path)
     stem = file_stem(section["number"], section["slug"])
     ran = section.get("steps", [])
 
@@ -101,20 +120,25 @@ def page(section: dict, info: SectionInfo, report: dict) -> dict:
         return without_machine_paths(text, report["workdir"], stem)
 
     steps = []
-    for index, step in enumerate(lesson.steps):
+    for index, step in enumerate(source.steps):
+        printed = {block["line"]: block for block in ran[index]["blocks"]} if index < len(ran) else {}
+        checks = [{**c, "claim": shown(c["claim"])} for c in section["checks"] if c.get("step") == index]
         steps.append({
-            "prose": step.prose, "code": step.code, "reached": index < len(ran),
-            "printed": shown(ran[index]["printed"]).strip("\n") if index < len(ran) else "",
-            "checks": [{**c, "claim": shown(c["claim"])} for c in section["checks"] if c.get("step") == index],
+            "prose": step.prose, "reached": index < len(ran),
+            "files": [(file.path, file.text) for file in step.files],
+            "blocks": [{"kind": block.kind, "code": block.code,
+                        "printed": shown(printed.get(block.line, {}).get("printed", "")).strip("\n")}
+                       for block in step.blocks if block.shown],
+            "checks": checks, "checks_failed": sum(not c["passed"] for c in checks),
+            "checks_code": step.checks_code,
             "skipped_checks": [c for c in section.get("skipped_checks", []) if c.get("step") == index],
             "figure": f"{FIGURES}/{stem}.png" if section["plots"] and section.get("figure_step") == index else None,
         })
-    return {**section, "steps_reached": len(ran), "intro": lesson.intro, "setup": lesson.shown_setup, "steps": steps,
-            "helpers": "\n\n\n".join(text for text in (lesson.helpers, lesson.helpers_imported) if text),
+    return {**section, "steps_reached": len(ran), "intro": source.intro, "setup": source.setup,
+            "workdir_cell": source.workdir_cell(stem), "steps": steps, "helpers": source.helpers,
+            "setup_files": [(file.path, file.text) for file in source.setup_files],
             "reference": info.reference, "shows": info.shows,
-            "parts": lesson.parts,
-            "configs": [(str(p.relative_to(ROOT)), p.read_text().strip("\n")) for p in lesson.configs + lesson.programs],
-            "source": str(path.relative_to(ROOT)), "source_sha256": source_hash(path)}
+            "source": source.source, "source_sha256": source_hash(path)}
 
 
 def copy_figures(report: dict, site: pathlib.Path) -> None:
@@ -173,7 +197,7 @@ def write(report: dict, infos: list[SectionInfo], site: pathlib.Path, kind: str,
     by_slug = {info.slug: info for info in infos}
     pages = [page(section, by_slug[section["slug"]], report) for section in report["sections"]]
     context = {"report": report, "pages": pages, "suffix": suffix, "page_name": page_name,
-               "reading_path": READING_PATH, "run_command": run_command, "pypi_gaps": pypi_gaps(report),
+               "reading_path": reading_path(infos), "run_command": run_command, "pypi_gaps": pypi_gaps(report),
                "date": datetime.date.today().isoformat()}
     html = env.get_template("page.html.j2")
     style = HtmlFormatter(cssclass="codehilite").get_style_defs(".codehilite")

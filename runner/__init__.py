@@ -22,11 +22,11 @@ import sys
 from typing import Callable
 
 from presenting.terminal import section_banner
-from runner import durations, environment, section_run
+from harness import processes, registry, runtime, teaching
+from harness.results import SectionResult
+from runner import durations, environment
 from runner.interrupts import CtrlC
-from runner.section_run import SectionResult
 from runner.status import Status
-from sections import registry, runtime, warm_start
 
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]  # the repository
@@ -51,10 +51,10 @@ class Runner:
         # what they need, started now, beside this process's own imports or the workers'.
         warm = any(info.starts_processes for info in chosen) and "fork" in multiprocessing.get_all_start_methods()
         try:
-            with warm_start.server() if warm else contextlib.nullcontext() as self.warm_start:
+            with processes.server() if warm else contextlib.nullcontext() as self.warm_start:
                 if self.jobs == 1:
                     show_environment(None)
-                    with warm_start.used_here(self.warm_start):
+                    with processes.used_here(self.warm_start):
                         self._in_this_process(chosen, show_result, results, running)
                 else:
                     # The workers report the environment with their results: this process
@@ -72,7 +72,7 @@ class Runner:
         for info in chosen:
             running.add(info.slug)
             print(section_banner(info))
-            result = section_run.run(info, self.section_dir(info))
+            result = teaching.run(info, self.section_dir(info))
             if CtrlC.pressed:  # the interrupt was swallowed inside the section: don't trust it
                 raise KeyboardInterrupt
             running.discard(info.slug)
@@ -134,7 +134,7 @@ class Runner:
         for info in chosen:
             if info.slug not in done:
                 why = note if info.slug in running else "not run: interrupted"
-                results.append(SectionResult(info.number, info.slug, info.title, "skipped", 0.0, why, {}))
+                results.append(SectionResult.skipped(info, why))
         order = [info.slug for info in chosen]
         return sorted(results, key=lambda r: order.index(r.slug))
 
@@ -147,19 +147,19 @@ def start_order(chosen: list[registry.SectionInfo], seconds: dict[str, float]) -
 
 def worker_context(chosen: list[registry.SectionInfo]):
     """Workers forked from a server that has imported what training lessons need
-    (sections/warm_imports.py), when one is chosen. Never forked from this process: it
+    (harness/warm_imports.py), when one is chosen. Never forked from this process: it
     may have started jax, which is multithreaded. Else spawned: light lessons import
     little."""
     if not any(info.trains for info in chosen) or "forkserver" not in multiprocessing.get_all_start_methods():
         return multiprocessing.get_context("spawn")
     # The server starts in this process's working directory, and (up to Python 3.13 at
     # least) without this process's sys.path: from elsewhere than the repository, it could
-    # not import sections.warm_imports, and silently skipped it.
+    # not import harness.warm_imports, and silently skipped it.
     paths = [path for path in os.environ.get("PYTHONPATH", "").split(os.pathsep) if path]
     if str(ROOT) not in paths:
         os.environ["PYTHONPATH"] = os.pathsep.join([str(ROOT), *paths])
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["__main__", "sections.warm_imports"])
+    context.set_forkserver_preload(["__main__", "harness.warm_imports"])
     return context
 
 
@@ -169,7 +169,7 @@ def start_worker(no_compat: bool, cache: pathlib.Path | None, workdir: pathlib.P
     every process its sections started (those the warm-start server at `warm` forks for it
     join the group)."""
     os.setpgrp()
-    warm_start.use(warm)
+    processes.use(warm)
     runtime.prepare(cache, workdir)
     if not no_compat:
         import compat
@@ -183,7 +183,7 @@ def run_captured(info: registry.SectionInfo, workdir: pathlib.Path, no_compat: b
     need not start jax itself)."""
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
-        result = section_run.run(info, workdir)
+        result = teaching.run(info, workdir)
     found = environment.here(no_compat)
     # Last registered, first run: when the pool ends the worker, it leaves at once instead
     # of tearing down jax and TensorFlow (1.8 s measured, with nothing left to do).
@@ -208,9 +208,5 @@ def stop_workers() -> None:
 
 
 def worker_died(info: registry.SectionInfo, error: Exception) -> SectionResult:
-    message = ("its worker process died while running it alone (killed, or a crash in compiled code);"
-               " run it with --jobs 1 to see why")
-    return SectionResult(
-        info.number, info.slug, info.title, "failed", 0.0, f"{type(error).__name__}: {message}", {},
-        error={"type": type(error).__name__, "message": message, "expected": True,
-               "short_traceback": "", "traceback": ""})
+    return SectionResult.crashed(info, type(error).__name__, "its worker process died while running it alone (killed, "
+                                 "or a crash in compiled code); run it with --jobs 1 to see why")

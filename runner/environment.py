@@ -50,7 +50,7 @@ def inspect(no_compat: bool, cache: pathlib.Path | None = None, workdir: pathlib
     """Applies the compat fixes (unless told not to) and describes this environment."""
     # Process settings first (jax reads some when it is imported), then the fixes, all
     # before any section imports Kauldron.
-    from sections import runtime
+    from harness import runtime
 
     runtime.prepare(cache, workdir)
     if not no_compat:

@@ -9,35 +9,33 @@ dataset with tfds's own API. The lessons after this one take each part apart.
 
 import jax
 import numpy as np
-import orbax.checkpoint as ocp
 import sklearn.datasets
 import sklearn.metrics
 import tensorflow_datasets as tfds
 from kauldron import konfig
 
 from configs import digits as digits_config
-from sections.children import finish, python_m, start_in_background
-from sections.figures import plot_mistakes
-from sections.lesson import Lesson
-from sections.registry import section
-from sections.shared import event_files, read_scalars
+from harness import Lesson, Panel, section
+from sections.parts.logs import read_scalars
 
 
 @section(0, "digits", "Handwritten digits, end to end: a TFDS dataset, a config file, kauldron.main", trains=True,
-         starts_processes=True, start_early=True,
+         part="picture", starts_processes=True, start_early=True,
          shows="the whole picture: a real TFDS dataset, a classifier config, python -m kauldron.main, test accuracy read back",
          reference="https://kauldron.readthedocs.io/en/latest/data_py.html")
-def digits_end_to_end(lesson: Lesson) -> str:
+def digits_end_to_end(lesson: Lesson, workdir):
     lesson.md("""
     ## The data: 1,797 handwritten digits as a TFDS dataset
 
     scikit-learn ships the digits (8x8 pixels, 0 to 16, ten classes). tfds's
-    `store_as_tfds_dataset` writes them as a real TFDS dataset, ArrayRecord files and
-    metadata, into the lesson's workdir: from then on, Kauldron reads it like any other
-    TFDS dataset, by name and `data_dir`. A fixed random fifth is the test split. (tfds
-    prints its usual "downloading and preparing" lines: here it only writes.)
+    `store_as_tfds_dataset` writes them as a real TFDS dataset, metadata and data files,
+    into the workdir: from then on, Kauldron reads it like any other TFDS dataset, by name
+    and `data_dir`. The files are ArrayRecord, not TFRecord: `kd.data.py.Tfds` reads
+    through `tfds.data_source`, which needs random access to any record. A fixed random
+    fifth is the test split. (tfds prints its usual "downloading and preparing" lines:
+    here it only writes.)
     """)
-    data_dir = lesson.workdir / "tensorflow_datasets"
+    data_dir = workdir / "tensorflow_datasets"
     digits = sklearn.datasets.load_digits()
     images = (digits.images * 255 / 16).round().astype(np.uint8)[..., None]  # 8x8x1, as image files hold them
     order = np.random.default_rng(0).permutation(len(images))
@@ -49,13 +47,16 @@ def digits_end_to_end(lesson: Lesson) -> str:
         split_datasets={split: [(int(i), {"image": images[i], "label": digits.target[i]}) for i in rows]
                         for split, rows in splits.items()},
     )
-    files = sorted(path.name for path in (data_dir / "digits" / "1.0.0").iterdir())
-    print({split: info.num_examples for split, info in builder.info.splits.items()}, files)
-    lesson.check_equal({split: info.num_examples for split, info in builder.info.splits.items()},
-                       {"train": 1437, "test": 360}, "the dataset's splits, as TFDS records them")
-    lesson.check_equal(files, ["dataset_info.json", "digits-test.array_record-00000-of-00001",
-                               "digits-train.array_record-00000-of-00001", "features.json"],
-                       "the dataset's files: its metadata, and one ArrayRecord shard per split")
+    print({split: info.num_examples for split, info in builder.info.splits.items()})
+    print(sorted(path.name for path in (data_dir / "digits" / "1.0.0").iterdir()))
+    with lesson.checks():
+        lesson.check_equal({split: info.num_examples for split, info in builder.info.splits.items()},
+                           {"train": 1437, "test": 360}, "the dataset's splits, as TFDS records them")
+        lesson.check_equal(sorted(path.name for path in (data_dir / "digits" / "1.0.0").iterdir()),
+                           ["dataset_info.json", "digits-test.array_record-00000-of-00001",
+                            "digits-train.array_record-00000-of-00001", "features.json"],
+                           "the dataset's files: its metadata, and one ArrayRecord shard per split",
+                           internal="reads tfds's file layout")
 
     lesson.md("""
     ## Train it the way a user does: `python -m kauldron.main`
@@ -63,61 +64,88 @@ def digits_end_to_end(lesson: Lesson) -> str:
     `configs/digits.py` (below) is the experiment, as in Kauldron's examples: the data
     (`kd.data.py.Tfds`, with transforms that keep the image and the label, scale the
     pixels to [0, 1] and give the label the trailing axis the loss expects), the model, a
-    cross-entropy loss, an accuracy metric, Adam on a warm-up-then-cosine schedule, an
-    evaluator on the test split every 50 steps, and a checkpointer that keeps only the
-    checkpoint with the best test accuracy. The command names the file and sets what this
-    run needs: where to write, and where the dataset is. It trains in a process of its
-    own, while this lesson goes on.
+    cross-entropy loss, an accuracy metric, and Adam on a warm-up-then-cosine schedule that
+    decays over `cfg.ref.num_train_steps`, whatever the run's length is. An evaluator
+    runs on the test split every 50 steps, and the checkpointer saves on the same steps,
+    keeping only the checkpoint with the best test accuracy. The model,
+    `sections/parts/digits.py`, names its input with a `kontext.Key` field: the config's
+    `image="batch.image"` is the key path the Trainer feeds it from. The command names
+    the file and sets what this run needs: where to write, and where the dataset is.
     """)
-    run = lesson.workdir / "run"
-    command = ["kauldron.main", f"--cfg={digits_config.__file__}", f"--cfg.workdir={run}", f"--cfg.aux.data_dir={data_dir}"]
-    training = start_in_background(lesson, python_m(*command), lesson.workdir / "kauldron-main.log")
-    print("python -m kauldron.main --cfg=configs/digits.py --cfg.workdir=WORKDIR/run"
-          " --cfg.aux.data_dir=WORKDIR/tensorflow_datasets")
+    lesson.shell("python -m kauldron.main --cfg=configs/digits.py --cfg.workdir=$WORKDIR/run"
+                 " --cfg.aux.data_dir=$WORKDIR/tensorflow_datasets",
+                 background=True, shows=r"Starting training loop|collection=test losses")
 
     lesson.md("""
-    ## Meanwhile: what a batch holds, and the model's parameters
+    ## The same config, resolved in Python
 
-    The same config, resolved in this process, builds the same data pipeline and model
-    without training: a batch is 64 images of 8x8x1 floats and 64 labels, each with its
-    trailing axis, and the model's parameters are the shapes its first batch implies
-    (`state_specs`: shapes only, nothing computed).
+    A config is data until it is resolved (section 1). Resolved here, it builds the same
+    pipeline and model, without training: a batch is 64 images of 8x8x1 floats and 64
+    labels, each with its trailing axis, and `state_specs` gives the parameters' shapes,
+    computed from the first batch's, without computing anything.
     """)
     cfg = digits_config.get_config()
-    cfg.aux.data_dir, cfg.workdir = str(data_dir), str(lesson.workdir / "inspected")
+    cfg.workdir, cfg.aux.data_dir = str(workdir / "run"), str(data_dir)
     trainer = konfig.resolve(cfg)
-    spec = trainer.train_ds.element_spec
-    print({key: (value.shape, value.dtype.name) for key, value in spec.items()})
-    params = jax.tree.map(lambda leaf: leaf.shape, trainer.state_specs.params)
-    print(params)
-    lesson.check_equal({key: tuple(value.shape) for key, value in spec.items()}, {"image": (64, 8, 8, 1), "label": (64, 1)},
-                       "a batch of 64: images 8x8x1, labels with a trailing axis")
-    lesson.check_equal((params["hidden"]["kernel"], params["logits"]["kernel"]), ((64, 128), (128, 10)),
-                       "the kernels: 64 pixels to 128 hidden units, to 10 logits")
-    finish(training, "python -m kauldron.main")
-    lesson.check((run / "train_complete.txt").exists(), "kauldron.main trained to the end (train_complete.txt)")
+    print({key: (value.shape, value.dtype.name) for key, value in trainer.train_ds.element_spec.items()})
+    print(jax.tree.map(lambda leaf: leaf.shape, trainer.state_specs.params))
+    with lesson.checks():
+        spec = trainer.train_ds.element_spec
+        params = jax.tree.map(lambda leaf: leaf.shape, trainer.state_specs.params)
+        lesson.check_equal({key: tuple(value.shape) for key, value in spec.items()},
+                           {"image": (64, 8, 8, 1), "label": (64, 1)}, "a batch of 64: images 8x8x1, labels with a trailing axis")
+        lesson.check_equal((params["hidden"]["kernel"], params["logits"]["kernel"]), ((64, 128), (128, 10)),
+                           "the kernels: 64 pixels to 128 hidden units, to 10 logits")
 
     lesson.md("""
-    ## The test accuracy, read back from the run
+    ## What the run logged: TensorBoard's files
 
-    The evaluator's accuracy is in `test/`, one value per evaluation. The checkpointer
-    kept one checkpoint, at the best of them. Its parameters, applied to all 360 test
-    digits read straight from the dataset, give the same accuracy.
+    The run wrote its losses and metrics as TensorBoard event files in the workdir, one
+    directory per collection: `train/`, and `test/` for the evaluator.
+    `tensorboard --logdir $WORKDIR/run` serves them as curves (the Scalars tab, one run per
+    directory); `--inspect` lists what the files hold, without a server.
+    `sections/parts/logs.py` (below) reads them back with TensorBoard's own reader.
     """)
-    accuracy = {step: row["metrics/accuracy"] for step, row in read_scalars(*event_files(run, "test")).items()}
-    kept = [int(path.name.removeprefix("ckpt_")) for path in (run / "checkpoints").glob("ckpt_*")]
-    print({step: round(value, 4) for step, value in accuracy.items()}, "kept:", kept)
-    lesson.check(len(kept) == 1 and accuracy[kept[0]] == max(accuracy.values()),
-                 "the one checkpoint kept is at a step with the best test accuracy")
-    best = kept[0]
-    lesson.check(accuracy[best] >= 0.95, f"test accuracy at step {best} is at least 95% ({accuracy[best]:.4f})")
+    lesson.shell("tensorboard --inspect --logdir $WORKDIR/run --tag metrics/accuracy",
+                 shows=r"^(Found event files|/|Event statistics|tensor$|   \w+ )")
+    accuracy = {step: row["metrics/accuracy"] for step, row in read_scalars(workdir / "run", "test").items()}
+    print({step: round(value, 4) for step, value in accuracy.items()})
+    with lesson.checks():
+        lesson.check((workdir / "run" / "train_complete.txt").exists(), "kauldron.main trained to the end (train_complete.txt)")
+        lesson.check_equal(sorted(accuracy), [0, 50, 100, 150, 200], "the steps the test evaluator ran at")
+        best = max(accuracy, key=accuracy.get)
+        lesson.check(accuracy[best] >= 0.95, f"the best test accuracy is at least 95% ({accuracy[best]:.4f})")
+
+    lesson.md("""
+    ## The checkpoint it kept: the best, before its last update
+
+    The checkpointer kept one checkpoint, at a step with the best test accuracy, and
+    restores it: `trainer.checkpointer.restore(state)` is how Kauldron reads a
+    checkpoint back, into a state of the right structure. Orbax keeps the *best*
+    checkpoints, not the latest: `latest_step` is the kept one's, so a run restarted on
+    this workdir would resume from there. A checkpoint holds the state *before* its
+    step's update: `ckpt_200` has had 200 updates, and the run made one more, at step
+    200, which no checkpoint holds (section 9). The restored parameters, applied to all
+    360 test digits read straight from the dataset, give the logged accuracy.
+    """)
+    print("kept:", trainer.checkpointer.all_steps, "latest_step:", trainer.checkpointer.latest_step)
+    state = trainer.checkpointer.restore(trainer.init_state())
     test = tfds.data_source("digits", split="test", data_dir=data_dir)
     pixels = np.stack([test[i]["image"] for i in range(len(test))]).astype(np.float32) / 255
     labels = np.array([test[i]["label"] for i in range(len(test))])
-    params = ocp.StandardCheckpointer().restore(run / "checkpoints" / f"ckpt_{best}" / "default")["params"]
-    predicted = np.asarray(trainer.model.apply({"params": params}, pixels)["logits"]).argmax(-1)
-    lesson.check_close(float(np.mean(predicted == labels)), accuracy[best],
-                       f"the logged test accuracy = numpy's over the 360 test digits with ckpt_{best}")
+    predicted = np.asarray(trainer.model.apply({"params": state.params}, pixels)["logits"]).argmax(-1)
+    print(f"restored step {int(state.step)}: test accuracy {np.mean(predicted == labels):.4f}")
+    with lesson.checks():
+        kept = list(trainer.checkpointer.all_steps)
+        lesson.check(len(kept) == 1 and accuracy[kept[0]] == max(accuracy.values()),
+                     "the one checkpoint kept is at a step with the best test accuracy")
+        lesson.check_equal(trainer.checkpointer.latest_step, kept[0], "latest_step, where a restart would resume")
+        lesson.check_equal((int(state.step), int(state.opt_state[0].count)), (kept[0], kept[0]),
+                           "the restored state's step, and the updates Adam counted in it: the state before that step's update")
+        lesson.check(max(read_scalars(workdir / "run", "train")) == 200 == kept[0],
+                     "the run logged its step-200 update, after ckpt_200 was saved")
+        lesson.check_close(float(np.mean(predicted == labels)), accuracy[kept[0]],
+                           f"numpy's accuracy over the 360 test digits with ckpt_{kept[0]} = the logged one")
 
     lesson.md("""
     ## Where it goes wrong
@@ -126,10 +154,15 @@ def digits_end_to_end(lesson: Lesson) -> str:
     (columns): the diagonal is right, everything else is a mistake. The figure shows it,
     with the test digits the model gets wrong.
     """)
-    confusion = sklearn.metrics.confusion_matrix(labels, predicted)
-    print(confusion)
+    print(sklearn.metrics.confusion_matrix(labels, predicted))
     wrong = np.flatnonzero(predicted != labels)
     print("wrong (true->predicted):", [f"{labels[i]}->{predicted[i]}" for i in wrong])
-    plot_mistakes(lesson, confusion, pixels[wrong], labels[wrong], predicted[wrong])
-    lesson.fact("test_accuracy", {str(step): value for step, value in accuracy.items()})
-    return f"test accuracy {accuracy[best]:.4f} at step {best} (kept), equal to numpy's; {len(wrong)} of 360 wrong"
+    with lesson.checks():
+        lesson.plot("Section 0: handwritten digits, the test split",
+                    Panel("confusion matrix", "predicted", "true",
+                          matrix=sklearn.metrics.confusion_matrix(labels, predicted).tolist()),
+                    Panel("the test digits it gets wrong (true -> predicted)", "", "",
+                          images=[(pixels[i][..., 0].tolist(), f"{labels[i]} -> {predicted[i]}") for i in wrong]))
+        lesson.fact("test_accuracy", {str(step): value for step, value in accuracy.items()})
+        lesson.summary = (f"test accuracy {accuracy[kept[0]]:.4f} at step {kept[0]} (kept), equal to numpy's;"
+                          f" {len(wrong)} of 360 wrong")

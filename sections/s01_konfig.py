@@ -20,7 +20,7 @@ from sections.registry import section
 from sections.shared import MLP
 
 
-@section(1, "konfig", "A config is a call tree, and a call tree is a dict",
+@section(1, "konfig", "A config is a call tree, and a call tree is a dict", part="glue",
          shows="konfig.imports() records calls as ConfigDicts; edit, JSON round trip, resolve; built objects refused",
          reference="https://kauldron.readthedocs.io/en/latest/konfig.html")
 def config_is_a_call_tree(lesson: Lesson) -> str:

@@ -24,7 +24,7 @@ with konfig.imports():
 PEAK_LR, END_LR, WARMUP_STEPS = 1e-3, 1e-5, 100
 
 
-@section(2, "ref", "cfg.ref: change one number, everything downstream follows", trains=True,
+@section(2, "ref", "cfg.ref: change one number, everything downstream follows", part="glue", trains=True,
          shows="a schedule that refers to num_train_steps follows an edit, a copy does not; the Trainer uses and logs it",
          reference="https://kauldron.readthedocs.io/en/latest/intro.html#config-references")
 def references_follow_edits(lesson: Lesson) -> str:

@@ -37,7 +37,7 @@ class MeanGap:
         return float(abs(np.mean(preds) - np.mean(targets)))
 
 
-@section(3, "kontext", "kontext: parts are wired by key paths, so they never import each other",
+@section(3, "kontext", "kontext: parts are wired by key paths, so they never import each other", part="glue",
          shows="key paths into dicts, lists and attributes; a keyed object gets its arrays; a wrong key's error",
          reference="https://kauldron.readthedocs.io/en/latest/kontext.html")
 def key_paths_wire_the_parts(lesson: Lesson) -> str:

@@ -15,7 +15,7 @@ from sections.lesson import Lesson
 from sections.registry import section
 
 
-@section(4, "ktyping", "ktyping: named axes, checked at runtime, bound across arguments",
+@section(4, "ktyping", "ktyping: named axes, checked at runtime, bound across arguments", part="parts",
          shows="shapes with named axes checked at runtime, bound across arguments; the older kd.typing beside it",
          reference="https://github.com/google-research/kauldron/tree/main/kauldron/ktyping")
 def named_axes_are_checked(lesson: Lesson) -> str:

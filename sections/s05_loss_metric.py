@@ -16,7 +16,7 @@ from sections.registry import section
 from sections.shared import LogCosh, WithinTol
 
 
-@section(5, "loss-metric", "A custom loss and a custom metric, in the shape Kauldron expects",
+@section(5, "loss-metric", "A custom loss and a custom metric, in the shape Kauldron expects", part="parts",
          shows="a kd.losses.Loss with weight and a mask from the context; a kd.metrics.Metric state that merges",
          reference="https://kauldron.readthedocs.io/en/latest/metrics.html")
 def loss_and_metric(lesson: Lesson) -> str:

@@ -25,7 +25,7 @@ with konfig.imports():
     from kauldron import kd as kd_cfg  # builds config entries, as a config file does
 
 
-@section(6, "trainer", "A Trainer, end to end", trains=True,
+@section(6, "trainer", "A Trainer, end to end", part="training", trains=True,
          shows="configs/regression.py resolved into a kd.train.Trainer: kd.inspect, train(), and its step by hand",
          reference="https://kauldron.readthedocs.io/en/latest/eval.html#training")
 def trainer_end_to_end(lesson: Lesson) -> str:

@@ -19,7 +19,7 @@ from sections.shared import FEATURES
 DEFAULT_HIDDEN, DEFAULT_LR = 32, 1e-2
 
 
-@section(7, "sweep", "A sweep is a for-loop over config overrides", trains=True,
+@section(7, "sweep", "A sweep is a for-loop over config overrides", part="training", trains=True,
          shows="a config file's get_config() and sweep(): each override checked on the resolved Trainer, then trained",
          reference="https://github.com/google-research/kauldron/blob/main/kauldron/xm/README.md")
 def sweep_over_overrides(lesson: Lesson) -> str:

@@ -20,7 +20,7 @@ with konfig.imports():
     from sections import shared as shared_cfg
 
 
-@section(8, "seeds", "Seeds: who sets them, and what happens when nobody does",
+@section(8, "seeds", "Seeds: who sets them, and what happens when nobody does", part="training",
          shows="pipelines take the Trainer's seed; alone, PyGrain draws a random one and InMemoryPipeline fails",
          reference="https://kauldron.readthedocs.io/en/latest/konfig_philosophy.html")
 def who_sets_the_seed(lesson: Lesson) -> str:

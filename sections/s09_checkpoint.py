@@ -29,7 +29,7 @@ with konfig.imports():
 EVERY = 20
 
 
-@section(9, "checkpoint", "Evaluation and checkpointing, and picking up where you left off", trains=True,
+@section(9, "checkpoint", "Evaluation and checkpointing, and picking up where you left off", part="training", trains=True,
          shows="evaluators pool their batches; checkpoints and resume; a checkpointable pipeline resumes bit for bit",
          reference="https://kauldron.readthedocs.io/en/latest/checkpoint.html")
 def evaluate_checkpoint_resume(lesson: Lesson) -> str:

@@ -23,7 +23,7 @@ STEPS = 50
 CONFIG_FILE = ROOT / "configs" / "regression.py"
 
 
-@section(10, "cli", "The same experiment from the command line", trains=True,
+@section(10, "cli", "The same experiment from the command line", part="for-real", trains=True,
          starts_processes=True,
          shows="python -m kauldron.main with --cfg flags: Python literals and py:: calls, not JSON; config.json records them",
          reference="https://github.com/google-research/kauldron/blob/main/kauldron/main.py")

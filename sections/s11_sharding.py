@@ -26,7 +26,7 @@ DEVICES, STEPS = 8, 20
 LOSS_RTOL = 1e-5  # 8 partial sums add floats in another order; measured up to 3.6e-6 relative
 
 
-@section(11, "sharding", "Data parallelism: the same Trainer on 8 devices", trains=True,
+@section(11, "sharding", "Data parallelism: the same Trainer on 8 devices", part="for-real", trains=True,
          starts_processes=True,
          shows="8 simulated CPU devices: the batch split 8 ways, FSDP parameter shards, the loss within 1e-5 of one device's",
          reference="https://kauldron.readthedocs.io/en/latest/sharding.html")

@@ -19,7 +19,7 @@ with konfig.imports():
     from sections.parts import images as images_cfg
 
 
-@section(12, "data", "A data pipeline with transforms, as a config",
+@section(12, "data", "A data pipeline with transforms, as a config", part="for-real",
          shows="kd.data.py.DataSource with Elements, ValueRange, Rearrange as config entries; the spec before and after",
          reference="https://kauldron.readthedocs.io/en/latest/data_py.html")
 def pipeline_as_config(lesson: Lesson) -> str:

@@ -29,7 +29,7 @@ with konfig.imports():
 STEPS = 50
 
 
-@section(13, "finetune", "Fine-tuning: start from a checkpoint, freeze part of the model", trains=True,
+@section(13, "finetune", "Fine-tuning: start from a checkpoint, freeze part of the model", part="for-real", trains=True,
          shows="SimpleCheckpointLoader loads a trained encoder by name; kd.optim freezes it; a custom InitTransform renames",
          reference="https://kauldron.readthedocs.io/en/latest/checkpoint.html#partial-loading")
 def finetune_from_a_checkpoint(lesson: Lesson) -> str:

@@ -26,7 +26,7 @@ with konfig.imports():
 STEPS = dropout.STEPS
 
 
-@section(14, "randomness", "Randomness and train/eval mode: RNG streams, dropout, who decides the mode", trains=True,
+@section(14, "randomness", "Randomness and train/eval mode: RNG streams, dropout, who decides the mode", part="for-real", trains=True,
          shows="dropout by mode; RNG streams from the seed; the evaluator's mode; a stream of your own; context key paths",
          reference="https://kauldron.readthedocs.io/en/latest/eval.html#rng-streams")
 def randomness_and_modes(lesson: Lesson) -> str:

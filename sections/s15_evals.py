@@ -24,7 +24,7 @@ with konfig.imports():
     from kauldron import kd as kd_cfg
 
 
-@section(15, "evals", "Evaluators and summaries, and evaluating a finished run", trains=True,
+@section(15, "evals", "Evaluators and summaries, and evaluating a finished run", part="for-real", trains=True,
          starts_processes=True, start_early=True,
          shows="an evaluator on held-out data, histogram and image summaries, and an eval job: kauldron.main --eval_names",
          reference="https://kauldron.readthedocs.io/en/latest/eval.html")

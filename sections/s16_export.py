@@ -30,7 +30,7 @@ with konfig.imports():
 STEPS = 20
 
 
-@section(16, "export", "The trained model outside Kauldron: the exported forward pass", trains=True,
+@section(16, "export", "The trained model outside Kauldron: the exported forward pass", part="for-real", trains=True,
          shows="train() exports in training mode (params only, CPU and TPU); export for serving; served without Kauldron",
          reference="https://kauldron.readthedocs.io/en/latest/export.html")
 def serve_without_kauldron(lesson: Lesson) -> str:

@@ -27,7 +27,7 @@ STEPS = 100
 ENC_OUT = "interms.enc_out.value[0]"
 
 
-@section(17, "nnx", "A Flax NNX model, trained by the same Trainer", trains=True,
+@section(17, "nnx", "A Flax NNX model, trained by the same Trainer", part="for-real", trains=True,
          shows="the MLP written in NNX (kauldron.contrib knnx): same Trainer and losses, its mode, a sown value read by a metric",
          reference="https://kauldron.readthedocs.io/en/latest/nnx.html")
 def an_nnx_model(lesson: Lesson) -> str:

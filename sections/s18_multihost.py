@@ -28,7 +28,7 @@ PROCESSES, DEVICES_PER_PROCESS, STEPS = 2, 4, 20
 LOSS_RTOL = 1e-5  # as in section 11: 8 partial sums added in another order
 
 
-@section(18, "multihost", "Past one machine: the same Trainer as one job of two JAX processes", trains=True,
+@section(18, "multihost", "Past one machine: the same Trainer as one job of two JAX processes", part="for-real", trains=True,
          starts_processes=True, start_early=True,
          shows="two JAX processes of 4 devices as one job on loopback: each reads its share of every batch; one loss; one checkpoint",
          reference="https://github.com/google-research/kauldron/blob/main/kauldron/xm/README.md")

@@ -16,6 +16,12 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
+def pytest_addoption(parser):
+    parser.addoption("--sections", default=None, metavar="SLUGS",
+                     help="run the full-run tests (tests/test_sections.py) on these sections only, comma-separated: "
+                          "a section's page as a program, while writing it (CONTRIBUTING.md)")
+
+
 def pytest_xdist_auto_num_workers(config) -> int:
     """What `-n auto` (pytest.ini) means here: two test workers per core. Most tests wait for
     the tutorial processes they started, which do the work. Measured on 2 cores (README

@@ -3,7 +3,7 @@ file by konfig's rule that configs only import what they name."""
 
 import flax.linen as nn
 from kauldron import kontext
-from kauldron import typing as kt
+from kauldron import ktyping as kt
 
 NUM_CLASSES = 10
 

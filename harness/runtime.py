@@ -50,8 +50,7 @@ def prepare(cache: pathlib.Path | None = None, workdir: pathlib.Path | None = No
     # CPU-only machines. It cannot silence the lines TensorFlow prints while it loads:
     # those are dropped by QuietTensorFlowStartup, below.
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    if "tensorflow" not in sys.modules and not any(isinstance(f, QuietTensorFlowStartup) for f in sys.meta_path):
-        sys.meta_path.insert(0, QuietTensorFlowStartup())
+    quiet_tensorflow_startup()
 
     # Libraries imported along the way write to the home directory: Keras its keras.json,
     # matplotlib (imported by Kauldron) a font list that takes half a second to build.
@@ -79,6 +78,12 @@ def prepare(cache: pathlib.Path | None = None, workdir: pathlib.Path | None = No
 
     # Kauldron and Orbax log through absl; INFO is hundreds of lines per training run.
     absl_logging.set_verbosity(absl_logging.WARNING)
+
+
+def quiet_tensorflow_startup() -> None:
+    """TensorFlow, whenever something first imports it, loads without its start-up lines."""
+    if "tensorflow" not in sys.modules and not any(isinstance(f, QuietTensorFlowStartup) for f in sys.meta_path):
+        sys.meta_path.insert(0, QuietTensorFlowStartup())
 
 
 def send_temporary_files_to(directory: pathlib.Path):

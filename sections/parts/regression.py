@@ -1,4 +1,4 @@
-"""What several lessons share: one small synthetic regression problem, and its parts.
+"""The parts of the regression experiment most lessons share (configs/regression.py).
 
 16 features -> 1 target, y = x @ w + noise with fixed seeds (the original guide's data):
 512 training rows, 128 evaluation rows. The model, loss and metric are the ones the lessons
@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import pathlib
 from typing import Callable
 
 import flax
@@ -122,48 +121,3 @@ class RegressionRows:
 
     def __getitem__(self, index: int) -> dict[str, np.ndarray]:
         return {key: value[index] for key, value in self._data.items()}
-
-
-def event_files(workdir: str | pathlib.Path, collection: str) -> list[pathlib.Path]:
-    """The TensorBoard event files Kauldron wrote for a collection (`train`, or an
-    evaluator's name), oldest first: each `train()` call starts a new one."""
-    return sorted(pathlib.Path(workdir, collection).glob("events.out.tfevents.*"), key=_written_order)
-
-
-def _written_order(path: pathlib.Path) -> tuple[int, int]:
-    """An event file's name, `events.out.tfevents.<seconds>.<host>.<pid>.<n>.v2`, as the
-    order it was opened in: by time, then by the writer's counter (two train() calls can
-    open theirs in the same second, and as text "12" sorts before "3")."""
-    parts = path.name.split(".")
-    return int(parts[3]), int(parts[-2])
-
-
-def read_scalars(*paths: pathlib.Path) -> dict[int, dict[str, float]]:
-    """{step: {tag: value}} from event files; a step logged twice keeps its last value."""
-    from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
-    from tensorboard.util import tensor_util
-
-    scalars: dict[int, dict[str, float]] = {}
-    for path in paths:
-        for event in EventFileLoader(str(path)).Load():
-            for value in event.summary.value:
-                if value.HasField("tensor"):
-                    array = tensor_util.make_ndarray(value.tensor)
-                    if array.ndim == 0 and array.dtype.kind in "fiu":
-                        scalars.setdefault(int(event.step), {})[value.tag] = float(array)
-    return scalars
-
-
-def read_tensors(workdir: str | pathlib.Path, collection: str) -> dict[str, dict[int, np.ndarray]]:
-    """{tag: {step: value}} of everything Kauldron wrote for a collection, summaries
-    included (a histogram is a [buckets, 3] array of left edge, right edge, count; an image
-    is [width, height, PNG bytes]), read with TensorBoard's EventAccumulator."""
-    from tensorboard.backend.event_processing import event_accumulator
-    from tensorboard.util import tensor_util
-
-    # TENSORS: 0 keeps every event: by default the accumulator samples 10 per tag.
-    events = event_accumulator.EventAccumulator(str(pathlib.Path(workdir, collection)),
-                                                size_guidance={event_accumulator.TENSORS: 0})
-    events.Reload()
-    return {tag: {e.step: tensor_util.make_ndarray(e.tensor_proto) for e in events.Tensors(tag)}
-            for tag in events.Tags()["tensors"]}

@@ -1,0 +1,12 @@
+"""The harness: what runs a lesson and checks it, apart from the lessons themselves.
+
+A lesson (sections/sNN_<slug>.py) imports only `section` and `Lesson` from here.
+program.py reads the lesson format; registry.py lists the sections; teaching.py runs one,
+block by block; lesson.py is what its checks talk to; processes.py starts every process a
+lesson runs; runtime.py holds the process-wide settings; results.py the typed results.
+"""
+
+from harness.lesson import Lesson, Panel
+from harness.registry import section
+
+__all__ = ["Lesson", "Panel", "section"]

@@ -1,0 +1,178 @@
+"""What a lesson's own code talks to: its steps, the shell commands it shows, its checks,
+facts for the JSON results, and the data of a figure.
+
+The body of a `@section` function is the page's program (harness/program.py reads it).
+Only three kinds of statement name the `lesson`, and a page shows none of them as code:
+
+    lesson.md('''## Heading ...''')           opens a step: its prose, Markdown
+    run = lesson.shell("python -m ...")       a command the reader types: a shell block
+    with lesson.checks():                     what checks the step, beside its code
+        lesson.check(...)
+
+Every `check*` call records the claim it makes, passed or not, in the order made; a
+failed check raises `CheckFailed`, which fails the section. A check that can only be made
+through what a library does not promise (its source text, a private name, another
+library's file layout) passes `internal=` the reason, so the results tell a maintainer
+that a refactor which changes no behaviour may trip it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import math
+import pathlib
+import sys
+from typing import Any, Callable, TextIO
+
+class LessonFailed(Exception):
+    """The lesson cannot go on, for a reason its one-line message gives in full."""
+
+
+class CheckFailed(LessonFailed, AssertionError):
+    """A claim the lesson makes is not what the library does."""
+
+
+class SkipSection(Exception):
+    """The section cannot run here (the message says why); it is not a failure."""
+
+
+@dataclasses.dataclass
+class Panel:
+    """One panel of a section's figure: curves (label -> (xs, ys)), bars (label -> value),
+    a matrix of counts (rows of numbers, drawn as a heat map with each count written in),
+    or small grey images, each with a caption (drawn as a grid)."""
+
+    title: str
+    xlabel: str
+    ylabel: str
+    lines: dict[str, tuple[list[float], list[float]]] = dataclasses.field(default_factory=dict)
+    bars: dict[str, float] = dataclasses.field(default_factory=dict)
+    log_y: bool = False
+    matrix: list[list[float]] = dataclasses.field(default_factory=list)
+    images: list[tuple[list[list[float]], str]] = dataclasses.field(default_factory=list)
+
+
+def _short(value: Any, limit: int = 120) -> str:
+    """A value's repr on one line, cut at `limit` characters."""
+    text = " ".join(repr(value).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+class Lesson:
+    """The lesson as its hidden statements see it. `shown`: where check results are shown
+    (the run's stdout; by default whatever sys.stdout is when they are written).
+
+    The runner (harness/teaching.py) tells it which step and block is running; a lesson
+    only calls `shell`, `checks`, the `check*` methods, `skip_check`, `fact` and `plot`,
+    and may set `summary`, its one-line result."""
+
+    def __init__(self, workdir: pathlib.Path, shown: TextIO | None = None,
+                 run_shell: Callable[..., Any] | None = None):
+        self.workdir = workdir
+        self.shown = shown
+        self.summary = ""
+        self.step = -1  # the index of the step running (-1: before the first)
+        self.heading: str | None = None  # its heading
+        self.facts: dict[str, Any] = {}
+        self.checks_made: list[dict[str, Any]] = []
+        self.skipped_checks: list[dict[str, Any]] = []  # claims this run could not check, and why
+        self.figure: tuple[str, list[Panel]] | None = None
+        self.figure_step: int | None = None
+        self.in_checks = False
+        # Commands started in the background: the runner waits for them when the step ends.
+        self.background: list[Any] = []
+        self._run_shell = run_shell
+        # What must be undone when the lesson ends, however it ends (a child it started).
+        self.cleanup = contextlib.ExitStack()
+
+    # -- what the page shows as something else than Python -----------------------------
+
+    def md(self, prose: str) -> None:
+        """Opens a step. The runner opens steps itself from the parsed source: this call is
+        a marker, never run."""
+        raise LessonFailed("lesson.md() is read from the source, not called: is the lesson run by harness.teaching?")
+
+    def shell(self, command: str, *, background: bool = False, shows: str | None = None, check: bool = True,
+              timeout: float = 900):
+        """Runs a command as the reader would type it in a shell at the repository root
+        (`$WORKDIR` is the lesson's workdir), and returns what it did (`returncode`,
+        `output`, `seconds`). `background`: the lesson goes on meanwhile, and the runner
+        waits for it when the step ends. `shows`: a regular expression; the page shows only
+        the lines of its output that match (absl's prefix dropped), else all of them.
+        `check`: a non-zero exit fails the lesson, in one line."""
+        if self._run_shell is None:
+            raise LessonFailed("lesson.shell() needs a runner (harness.teaching) to run its command")
+        return self._run_shell(command, background=background, shows=shows, check=check, timeout=timeout)
+
+    @contextlib.contextmanager
+    def checks(self):
+        """The block checks the step beside its code: a page folds it under the step."""
+        self.in_checks = True
+        try:
+            yield self
+        finally:
+            self.in_checks = False
+
+    # -- checks, facts, a figure ------------------------------------------------------
+
+    def tell(self, text: str) -> None:
+        (self.shown or sys.stdout).write(text)
+
+    def plot(self, title: str, *panels: Panel) -> None:
+        """Records the section's figure: data only, so matplotlib stays optional."""
+        self.figure = (title, list(panels))
+        self.figure_step = max(self.step, 0)
+
+    def fact(self, name: str, value: Any) -> Any:
+        """Records a verified value for the JSON results, and returns it."""
+        self.facts[name] = value
+        return value
+
+    def _record(self, claim: str, passed: bool, internal: str | None, failure: str) -> None:
+        if internal is True:
+            raise TypeError("internal= takes the reason, such as \"reads Kauldron's source\"")
+        entry: dict[str, Any] = {"claim": claim, "passed": bool(passed)}
+        if internal:
+            entry["internal"] = True
+            entry["internal_because"] = internal
+        entry["step"] = max(self.step, 0)
+        self.checks_made.append(entry)
+        self.tell(f"  {'✔' if passed else '✘ FAILED:'} {claim}{' (internal)' if internal else ''}\n")
+        if not passed:
+            raise CheckFailed(failure)
+
+    def skip_check(self, claim: str, why: str) -> None:
+        """A claim this run cannot check (`why` says what stands in the way): shown and
+        recorded apart from the checks, neither passed nor failed."""
+        self.skipped_checks.append({"claim": claim, "why": why, "step": max(self.step, 0)})
+        self.tell(f"  - not checked here: {claim} ({why})\n")
+
+    def check(self, condition: Any, claim: str, *, internal: str | None = None) -> None:
+        """`claim` is a sentence that is true when `condition` is."""
+        self._record(claim, bool(condition), internal, f"not true: {claim}")
+
+    def check_equal(self, actual: Any, expected: Any, what: str, *, internal: str | None = None) -> None:
+        self._record(f"{what} = {_short(expected)}", actual == expected, internal,
+                     f"{what}: expected {_short(expected, 300)}, got {_short(actual, 300)}")
+
+    def check_close(self, actual: float, expected: float, what: str, *, rel: float = 1e-6,
+                    abs: float = 0.0, internal: str | None = None) -> None:
+        tolerance = " and ".join(f"{name} {value:g}" for name, value in (("rel", rel), ("abs", abs)) if value)
+        self._record(f"{what} = {expected:.6g} within {tolerance}",
+                     math.isclose(actual, expected, rel_tol=rel, abs_tol=abs), internal,
+                     f"{what}: expected {expected!r} ({tolerance}), got {actual!r}")
+
+    def check_raises(self, exception: type[BaseException], fn: Callable[[], Any], what: str, *,
+                     internal: str | None = None) -> BaseException:
+        """Calls fn, checks it raises `exception`, and returns the exception."""
+        claim = f"{what} raises {exception.__name__}"
+        try:
+            fn()
+        except exception as e:
+            self._record(claim, True, internal, "")
+            return e
+        except Exception as e:  # noqa: BLE001 - another error is this claim failing
+            self._record(claim, False, internal,
+                         f"{what}: expected {exception.__name__}, got {type(e).__name__}: {e}")
+        self._record(claim, False, internal, f"{what}: expected {exception.__name__}, nothing was raised")

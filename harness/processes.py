@@ -1,0 +1,495 @@
+"""Every process a lesson starts, in one place: how it starts, how it is waited for, what
+is kept of its output, and that none outlives the lesson.
+
+A lesson starts processes only through the shell commands its page shows
+(`lesson.shell("python -m kauldron.main ...")`): `Shell` runs them as a shell would, at
+the repository root, with `$WORKDIR` set. Lines of the form
+
+    [NAME=value ...] python -m MODULE ARGS [&]        and        wait
+
+are run here (`&`: in the background, until `wait`); anything else goes to bash.
+
+A `python -m` child spends about 8 CPU seconds importing jax, Kauldron and TensorFlow
+before it does anything. When a chosen lesson `starts_processes`, the runner starts one
+warm-start server that imports all that once (`harness.warm_imports`), and each such child
+is forked from it: it sets the command's environment, directory and output, and runs the
+module as `python -m` does (`run_module`, the one shim), then exits as Python does.
+Importing starts no jax backend, so forking after it is safe, and a child's `XLA_FLAGS`
+or `jax.distributed.initialize()` still act before its backend starts. Without a server,
+or with KAULDRON_TUTORIAL_WARM_START=0 (to rule warm start out when narrowing a failure
+down), children are started with `subprocess.Popen`, and lessons cannot tell.
+
+    python -m harness.processes SOCKET   # the server: the runner starts it; it ends
+                                         # when its standard input closes
+
+A child joins the process group of the worker that asked for it, so stopping a worker
+stops its children too. A Ctrl-C is raised as KeyboardInterrupt wherever Python happens
+to be: raised inside `subprocess.Popen` after the fork, it would leave a child no
+variable holds, so a Ctrl-C pressed while a child starts is held until the child is in
+the lesson's hands.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import ipaddress
+import json
+import os
+import pathlib
+import re
+import select
+import shlex
+import shutil
+import signal
+import socket
+import string
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import warnings
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]  # the repository: configs/ and sections/
+ADDRESS_ENV = "KAULDRON_TUTORIAL_WARM_START"  # the server's socket, set in the workers; "0": never warm
+# absl's prefix of a log line: level, date, time, thread, file:line.
+ABSL_PREFIX = re.compile(r"^[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ [\w.-]+:\d+\] ")
+# Tokens of the shell's own syntax (pipes, redirections, subshells, lists), which bash runs.
+_SHELL_SYNTAX = re.compile(r"^[();<>|&]+$")
+
+
+class ProcessFailed(Exception):
+    """A process a lesson started failed; the one-line message says which and why."""
+
+
+# -- starting one process -----------------------------------------------------------
+
+
+def python_m() -> list[str]:
+    """`python -m` as this process should start it: through `compat.run` when a compat fix
+    was (or may yet be) applied here, since a new process starts without it."""
+    import compat
+
+    return [sys.executable, *compat.python_m()]
+
+
+@contextlib.contextmanager
+def ctrl_c_held():
+    """Inside the block, a Ctrl-C is remembered, not raised; it is raised when the block ends."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # signals reach only the main thread
+        return
+    pressed = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: pressed.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if pressed:
+            signal.raise_signal(signal.SIGINT)  # handled now by whoever handled it before
+
+
+def start(command: list[str], env: dict[str, str], output: pathlib.Path, *, append: bool = False,
+          cwd: pathlib.Path = ROOT):
+    """Starts `command`, its stdout and stderr to `output`: forked by the warm-start server
+    when there is one and the command is `python -m ...`, else a Popen. Either way it has
+    `pid`, `poll`, `wait`, `kill` and `returncode`."""
+    address = os.environ.get(ADDRESS_ENV)
+    with ctrl_c_held():
+        if address and address != "0" and command[0] == sys.executable and command[1:2] == ["-m"]:
+            with contextlib.suppress(ConnectionError, FileNotFoundError):  # no server there: a Popen
+                return WarmChild(address, command, cwd, env, output, append)
+        with open(output, "a" if append else "w") as out:  # the child keeps its own copy
+            return subprocess.Popen(command, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL)
+
+
+def stop(proc) -> None:
+    if proc.poll() is None:
+        proc.kill()
+    proc.wait()
+
+
+def run_module(module: str, args: list[str]) -> None:
+    """Runs `module` as `python -m module args` does: as `__main__`, with `sys.argv` set."""
+    import runpy
+
+    sys.argv = [module, *args]  # runpy puts the module's path first, as `python -m` does
+    runpy.run_module(module, run_name="__main__", alter_sys=True)
+
+
+# -- a lesson's shell command ------------------------------------------------------
+
+
+@dataclasses.dataclass
+class ShellLine:
+    env: dict[str, str]  # NAME=value before the command
+    argv: list[str]
+    background: bool  # it ended with `&`
+
+
+def shell_environment(workdir: pathlib.Path) -> dict[str, str]:
+    """The environment a lesson's commands see: this process's, `$WORKDIR`, and the
+    Python environment's scripts first on the PATH, as an activated venv has them."""
+    scripts = str(pathlib.Path(sys.executable).parent)
+    return dict(os.environ, WORKDIR=str(workdir), PATH=os.pathsep.join([scripts, os.environ.get("PATH", "")]))
+
+
+def parse_shell(command: str, env: dict[str, str]) -> list[ShellLine | None] | None:
+    """The command's lines, `$NAME` expanded from `env` (None for a `wait`), or None when
+    it holds more of the shell's syntax than runs here."""
+    lines = []
+    for line in command.replace("\\\n", " ").splitlines():
+        if not line.strip() or line.strip().startswith("#"):
+            continue
+        if line.strip() == "wait":
+            lines.append(None)
+            continue
+        lexer = shlex.shlex(line, posix=True, punctuation_chars=True)
+        lexer.whitespace_split = True
+        tokens = list(lexer)
+        background = tokens[-1] == "&"
+        tokens = tokens[:-1] if background else tokens
+        if not tokens or any(_SHELL_SYNTAX.match(token) for token in tokens) or "$(" in line or "`" in line:
+            return None
+        tokens = [string.Template(token).safe_substitute(env) for token in tokens]
+        assignments = {}
+        while tokens and re.fullmatch(r"[A-Za-z_]\w*=.*", tokens[0]):
+            name, _, value = tokens.pop(0).partition("=")
+            assignments[name] = value
+        if not tokens:
+            return None
+        lines.append(ShellLine(assignments, tokens, background))
+    return lines
+
+
+class Shell:
+    """A lesson's shell command, running: started by `__init__`, waited for by `wait`.
+    Every process it starts writes to one log, as they would to one terminal."""
+
+    def __init__(self, command: str, workdir: pathlib.Path, timeout: float = 900):
+        self.command, self.timeout = command, timeout
+        self.returncode: int | None = None
+        self.output = ""
+        self.started = time.monotonic()
+        self.seconds = 0.0
+        self._log = pathlib.Path(tempfile.mkstemp(prefix="shell-", suffix=".log")[1])
+        self._env = shell_environment(workdir)
+        self._lines = parse_shell(command, self._env)
+        self._next = 0  # the next line to start
+        self._foreground = None  # the process of the line running in the foreground
+        self._background: list = []  # started with `&`, not yet waited for
+        if self._lines is None:  # bash runs it all
+            self._lines = []
+            self._foreground = start(["bash", "-c", command], self._env, self._log)
+        self._advance()
+
+    @property
+    def pids(self) -> list[int]:
+        return [proc.pid for proc in self._processes()]
+
+    def _processes(self) -> list:
+        return self._background + ([self._foreground] if self._foreground is not None else [])
+
+    def _argv(self, line: ShellLine) -> list[str]:
+        argv = list(line.argv)
+        if argv[0] == "python":
+            return [*python_m(), *argv[2:]] if argv[1:2] == ["-m"] else [sys.executable, *argv[1:]]
+        return [shutil.which(argv[0], path=self._env["PATH"]) or argv[0], *argv[1:]]
+
+    def _advance(self) -> None:
+        """Starts lines until one must be waited for: a line in the foreground, or `wait`."""
+        while self._foreground is None and self._next < len(self._lines) and self._lines[self._next] is not None:
+            line = self._lines[self._next]
+            proc = start(self._argv(line), {**self._env, **line.env}, self._log, append=True)
+            self._next += 1
+            if line.background:
+                self._background.append(proc)
+            else:
+                self._foreground = proc
+
+    def wait(self) -> "Shell":
+        """Runs the command to its end, and what it left in the background. A process that
+        fails stops the others at once; the return code is the first failure's, else 0."""
+        deadline = self.started + self.timeout
+        try:
+            while self._processes() or self._next < len(self._lines):
+                codes = [proc.poll() for proc in self._processes()]  # each polled: no failure goes unnoticed
+                failed = [code for code in codes if code not in (None, 0)]
+                if failed:
+                    self.returncode = failed[0]
+                    break
+                if self._foreground is not None and self._foreground.returncode is not None:
+                    self._foreground = None
+                elif self._foreground is None and None not in codes:  # at a `wait`, or the end: all done
+                    self._background = []
+                    self._next += 1
+                else:
+                    if time.monotonic() > deadline:
+                        raise ProcessFailed(f"`{self.first_line}` did not finish in {self.timeout:g} s: stopped")
+                    time.sleep(0.05)
+                    continue
+                self._advance()
+            if self.returncode is None:
+                self.returncode = 0
+        finally:
+            self.kill()
+            self.seconds = time.monotonic() - self.started
+            self.output = self._log.read_text(errors="replace")
+            self._log.unlink(missing_ok=True)
+        return self
+
+    def kill(self) -> None:
+        """Stops whatever still runs: all killed first, then waited for, so they go together."""
+        for proc in self._processes():
+            if proc.poll() is None:
+                proc.kill()
+        for proc in self._processes():
+            proc.wait()
+
+    @property
+    def first_line(self) -> str:
+        return self.command.strip().splitlines()[0].removesuffix("\\").strip()
+
+    def failure(self) -> str:
+        """Why it failed, in one line: the command, its exit status, its last line."""
+        code = self.returncode
+        signal_name = f" ({signal.Signals(-code).name})" if code < 0 else ""
+        return f"`{self.first_line}` exited {code}{signal_name}: {last_line(self.output)}"
+
+
+def last_line(text: str) -> str:
+    lines = [line for line in text.splitlines() if line.strip()]
+    return ABSL_PREFIX.sub("", lines[-1])[:300] if lines else "(no output)"
+
+
+def excerpt(output: str, shows: str | None) -> str:
+    """What a page shows of a command's output: the lines `shows` matches (all, if None),
+    without absl's prefix; "..." stands for each run of lines left out."""
+    lines = [ABSL_PREFIX.sub("", line) for line in output.splitlines()]
+    if shows is None:
+        return "\n".join(lines)
+    pattern, kept, skipped = re.compile(shows), [], False
+    for line in lines:
+        if pattern.search(line):
+            kept.append(line)
+            skipped = False
+        elif not skipped:
+            kept.append("...")
+            skipped = True
+    return "\n".join(kept)
+
+
+# -- what processes listen on ------------------------------------------------------
+
+
+def free_port() -> int:
+    """A TCP port of 127.0.0.1 free now (another program may still take it before we do)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def listening(pids: list[int]) -> set[tuple[str, int]]:
+    """The (address, port) pairs the processes `pids` listen on now (TCP, IPv4 and IPv6)."""
+    import psutil
+
+    found = set()
+    for pid in pids:
+        with contextlib.suppress(psutil.Error):
+            found.update((ipv4_if_mapped(c.laddr.ip), c.laddr.port)
+                         for c in psutil.Process(pid).net_connections(kind="inet") if c.status == psutil.CONN_LISTEN)
+    return found
+
+
+def ipv4_if_mapped(address: str) -> str:
+    """`::ffff:127.0.0.1` (an IPv6 socket bound to an IPv4 address) as `127.0.0.1`."""
+    mapped = getattr(ipaddress.ip_address(address), "ipv4_mapped", None)
+    return str(mapped) if mapped else address
+
+
+def is_loopback(address: str) -> bool:
+    return ipaddress.ip_address(ipv4_if_mapped(address)).is_loopback
+
+
+# -- the warm-start server -----------------------------------------------------------
+
+
+@contextlib.contextmanager
+def server():
+    """Runs a server for the block and yields its address (for the workers' ADDRESS_ENV),
+    or None when warm start is turned off or the server could not start."""
+    if os.environ.get(ADDRESS_ENV) == "0":
+        yield None
+        return
+    with tempfile.TemporaryDirectory(prefix="kauldron-tutorial-") as directory:  # short: a socket path is
+        address = str(pathlib.Path(directory, "warm-start"))                     # at most 107 bytes
+        proc = subprocess.Popen([sys.executable, "-m", "harness.processes", address], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+        try:
+            # It says when it listens (before its imports); if it died, children start as usual.
+            yield address if proc.stdout.readline() else None
+        finally:
+            proc.stdin.close()  # the server's cue to end
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def use(address: str | None) -> None:
+    """Children of this process come from the server at `address` (None: started as usual).
+    Warm start turned off (ADDRESS_ENV=0) stays off."""
+    if os.environ.get(ADDRESS_ENV) == "0":
+        return
+    os.environ.pop(ADDRESS_ENV, None)
+    if address:
+        os.environ[ADDRESS_ENV] = address
+
+
+@contextlib.contextmanager
+def used_here(address: str | None):
+    """`use(address)` for the block, then as it was."""
+    before = os.environ.get(ADDRESS_ENV)
+    use(address)
+    try:
+        yield
+    finally:
+        if before == "0":
+            return
+        os.environ.pop(ADDRESS_ENV, None)
+        if before:
+            os.environ[ADDRESS_ENV] = before
+
+
+class WarmChild:
+    """A child forked by the server: the part of `subprocess.Popen` lessons use (`pid`,
+    `poll`, `wait`, `kill`, `returncode`). The server writes the child's pid on the
+    connection when it forks it, and its exit status when it ends."""
+
+    def __init__(self, address: str, command: list[str], cwd: pathlib.Path, env: dict[str, str],
+                 output: pathlib.Path, append: bool):
+        self.args, self.returncode, self._received = command, None, b""
+        self._connection = socket.socket(socket.AF_UNIX)
+        self._connection.connect(address)
+        request = {"command": command, "cwd": str(cwd), "env": env, "output": str(output), "append": append,
+                   "pgid": os.getpgrp()}
+        self._connection.sendall(json.dumps(request).encode() + b"\n")
+        self.pid = int(self._line(timeout=None))  # waits while the server still imports
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            line = self._line(timeout=0)
+            if line is not None:
+                self.returncode = int(line) if line else -signal.SIGKILL  # "": the server is gone
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        if self.returncode is None:
+            line = self._line(timeout)
+            if line is None:
+                raise subprocess.TimeoutExpired(self.args, timeout)
+            self.returncode = int(line) if line else -signal.SIGKILL
+        return self.returncode
+
+    def kill(self) -> None:
+        if self.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGKILL)
+
+    def _line(self, timeout: float | None) -> str | None:
+        """The server's next line; None if none came within `timeout`; "" if it closed."""
+        while b"\n" not in self._received:
+            if not select.select([self._connection], [], [], timeout)[0]:
+                return None
+            chunk = self._connection.recv(4096)
+            if not chunk:
+                return ""
+            self._received += chunk
+        line, self._received = self._received.split(b"\n", 1)
+        return line.decode()
+
+
+def serve(address: str) -> None:
+    """Listens first (a worker may ask before the imports are done: it then waits), imports,
+    then forks a child for each request until standard input closes."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C is the runner's to handle
+    server_pid = os.getpid()
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(address)
+    listener.listen(16)
+    print("listening", flush=True)
+    import harness.warm_imports  # noqa: F401
+
+    # The imports leave threads of C libraries behind (jemalloc's background thread among
+    # them), no Python thread and no jax backend: the state multiprocessing's forkserver
+    # forks the --jobs workers in. Python 3.12 warns about any fork with threads.
+    warnings.filterwarnings("ignore", "This process .* is multi-threaded", DeprecationWarning)
+
+    waiting: dict[int, socket.socket] = {}  # child pid -> the connection that asked for it
+    try:
+        while True:
+            readable = select.select([listener, sys.stdin], [], [], 0.1)[0]
+            if sys.stdin in readable and not os.read(sys.stdin.fileno(), 1):
+                return  # the runner is done, or gone
+            if listener in readable:
+                connection, _ = listener.accept()
+                request = json.loads(connection.makefile().readline())
+                ready, set_up = os.pipe()
+                pid = os.fork()
+                if pid == 0:  # the child keeps no copy of the server's sockets
+                    for kept in (listener, connection, *waiting.values()):
+                        kept.close()
+                    os.close(ready)
+                    _become(request, set_up)  # never returns
+                os.close(set_up)
+                os.read(ready, 1)  # the pid goes back once the child is in its group and named
+                os.close(ready)
+                connection.sendall(f"{pid}\n".encode())
+                waiting[pid] = connection
+            _report_exits(waiting)
+    finally:
+        if os.getpid() == server_pid:
+            for pid in waiting:  # orphans of a runner that is gone
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+
+
+def _report_exits(waiting: dict[int, socket.socket]) -> None:
+    while waiting:
+        pid, status = os.waitpid(-1, os.WNOHANG)
+        if pid == 0:
+            return
+        connection = waiting.pop(pid)
+        with contextlib.suppress(OSError), connection:
+            connection.sendall(f"{os.waitstatus_to_exitcode(status)}\n".encode())
+
+
+def _become(request: dict, set_up: int) -> None:
+    """In the forked child: become `python -m MODULE ARGS` as asked, and exit as a Python
+    process does, with the module's exit status. Writes to `set_up` once it is in its
+    group and named."""
+    import setproctitle
+
+    os.setpgid(0, request["pgid"])
+    setproctitle.setproctitle(shlex.join(request["command"]))  # what `ps` shows, not the server's command
+    os.write(set_up, b"1")
+    os.close(set_up)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if request["append"] else os.O_TRUNC)
+    output = os.open(request["output"], flags, 0o644)
+    stdin = os.open(os.devnull, os.O_RDONLY)
+    for source, target in ((stdin, 0), (output, 1), (output, 2)):
+        os.dup2(source, target)
+    module, *args = request["command"][2:]
+    run_module(module, args)
+    sys.exit(0)  # as the end of `python -m MODULE`; a SystemExit raised by MODULE passes through
+
+
+if __name__ == "__main__":
+    serve(sys.argv[1])

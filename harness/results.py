@@ -1,0 +1,58 @@
+"""What a run found, typed: a section's result, and the whole run's report. The runner
+builds them, the terminal, the JSON and the pages read them."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+
+@dataclasses.dataclass
+class SectionResult:
+    number: int
+    slug: str
+    title: str
+    status: str  # "passed", "failed" or "skipped"
+    seconds: float
+    summary: str
+    facts: dict[str, Any] = dataclasses.field(default_factory=dict)
+    # Every claim the lesson checked, in order: {"claim", "passed", "step"[, "internal": True,
+    # "internal_because"]}.
+    checks: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    # For a failure: {"type", "message", "expected", "short_traceback", "traceback", "step"};
+    # "expected" (a LessonFailed) means the message says it all.
+    error: dict[str, Any] | None = None
+    plots: list[str] = dataclasses.field(default_factory=list)  # PNG files written
+    # The lesson's steps in order, {"heading", "printed", "blocks"}: each block
+    # {"kind", "line", "printed"} (a shell block also "command", "output_lines"), where
+    # "line" is where it starts in the section file; "printed" (the step's) is its shown
+    # blocks' together.
+    steps: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    # Claims this run could not check, {"claim", "why", "step"}: neither passed nor failed.
+    skipped_checks: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    # The lesson's figure, (title, panels), for whoever draws it; in the JSON only its
+    # title and the step it belongs to.
+    figure: tuple[str, list] | None = None
+    figure_step: int | None = None
+
+    @classmethod
+    def skipped(cls, info, why: str) -> "SectionResult":
+        """A section that did not run (`why`: interrupted, not reached)."""
+        return cls(info.number, info.slug, info.title, "skipped", 0.0, why)
+
+    @classmethod
+    def crashed(cls, info, error_type: str, message: str) -> "SectionResult":
+        """A section whose process died without a result: `message` says it all."""
+        return cls(info.number, info.slug, info.title, "failed", 0.0, f"{error_type}: {message}",
+                   error={"type": error_type, "message": message, "expected": True, "short_traceback": "",
+                          "traceback": ""})
+
+    def to_json(self) -> dict[str, Any]:
+        found = dataclasses.asdict(self)
+        figure = found.pop("figure")
+        found["figure_title"] = figure[0] if figure else None
+        return found
+
+    @property
+    def failed_checks(self) -> int:
+        return sum(not check["passed"] for check in self.checks)

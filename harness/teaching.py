@@ -1,0 +1,202 @@
+"""Running one section: its page's program, block by block, as a notebook runs cells, in
+the lesson's own workdir; what each block prints shown and recorded under it; the outcome
+as a `SectionResult`.
+
+The program (harness/program.py) runs in one namespace: the section module's (its setup
+and helpers), with `lesson` and `workdir`. While it runs, `$WORKDIR` is set and the
+current directory is the repository, as in a kernel started there. A shell block runs its
+command (harness/processes.py); one in the `background` goes on while the step's next
+blocks run, and the step ends when it has.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import importlib
+import io
+import os
+import pathlib
+import signal
+import sys
+import textwrap
+import time
+import traceback
+from typing import Any
+
+from harness import processes, program as lesson_format, runtime
+from harness.lesson import Lesson, LessonFailed, SkipSection
+from harness.registry import SectionInfo, section_file
+from harness.results import SectionResult
+
+# How many innermost frames of an unexpected error are shown under its section.
+SHORT_TRACEBACK_FRAMES = 3
+# Test hook: the section with this slug raises instead of teaching; with "<slug>:crash" it
+# kills its own process, with "<slug>:hang" it waits for Ctrl-C (tests/test_reliability.py).
+FAIL_SECTION_ENV = "KAULDRON_TUTORIAL_FAIL_SECTION"
+INDENT = "    "
+
+
+def run(info: SectionInfo, workdir: pathlib.Path) -> SectionResult:
+    """Imports the section's module, prints its introduction, runs its program in
+    `workdir`, and records the outcome: each block's output (shown as it comes, too), the
+    checks, and the data of its figure, if any. A failure names the step it happened in.
+
+    KeyboardInterrupt is not caught: the driver handles it for the whole run."""
+    start = time.perf_counter()
+    teacher = _Teacher(workdir)
+    status, error = "passed", None
+    # Beside the lesson's workdir, which the lesson may list or clear.
+    restore_temporary_files = runtime.send_temporary_files_to(workdir.parent / ".tmp" / workdir.name)
+    environment, directory = dict(os.environ), os.getcwd()
+    try:
+        workdir.mkdir(parents=True, exist_ok=True)
+        source = lesson_format.read(section_file(info))
+        module = importlib.import_module(info.module)
+        print(textwrap.indent(source.intro, "  "))
+        os.environ["WORKDIR"] = str(workdir)
+        os.chdir(lesson_format.ROOT)
+        with contextlib.redirect_stdout(_BlockOutput(sys.stdout, teacher)), teacher.lesson.cleanup:
+            _injected_failure(info.slug)
+            teacher.teach(source, module)
+    except SkipSection as e:
+        status, teacher.lesson.summary = "skipped", str(e)
+    except Exception as e:  # noqa: BLE001 - one section's failure never stops the run
+        status, error = "failed", _error(e)
+        error["step"] = teacher.lesson.heading
+        where = f'in step "{teacher.lesson.heading}": ' if teacher.lesson.heading else ""
+        teacher.lesson.summary = f"{where}{error['type']}: {error['message']}"
+    finally:
+        os.chdir(directory)
+        os.environ.clear()
+        os.environ.update(environment)
+        restore_temporary_files()
+    seconds = round(time.perf_counter() - start, 3)
+    runtime.release_memory()
+    lesson = teacher.lesson
+    return SectionResult(info.number, info.slug, info.title, status, seconds, lesson.summary, lesson.facts,
+                         lesson.checks_made, error, [], teacher.steps, lesson.skipped_checks, lesson.figure,
+                         lesson.figure_step)
+
+
+class _Teacher:
+    """Runs a program's blocks and keeps, step by step, what each printed."""
+
+    def __init__(self, workdir: pathlib.Path):
+        self.workdir = workdir
+        self.lesson = Lesson(workdir, shown=sys.stdout, run_shell=self.shell)
+        self.steps: list[dict[str, Any]] = []
+        self.block: dict[str, Any] | None = None  # the record of the block running
+        self.background: list[tuple[processes.Shell, dict[str, Any], str | None, bool]] = []
+
+    def teach(self, source: lesson_format.Program, module) -> None:
+        namespace = dict(vars(module), lesson=self.lesson, workdir=self.workdir)
+        for index, step in enumerate(source.steps):
+            self.lesson.step, self.lesson.heading = index, step.heading
+            self.steps.append({"heading": step.heading, "printed": "", "blocks": []})
+            self.lesson.tell("\n" + textwrap.indent(step.prose, "  ") + "\n\n")
+            for block in step.blocks:
+                self.block = {"kind": block.kind, "line": block.line, "printed": ""}
+                self.steps[-1]["blocks"].append(self.block)
+                code = compile(ast.Module(body=block.statements, type_ignores=[]), str(source.path), "exec")
+                exec(code, namespace)  # noqa: S102 - the lesson's own code, as a notebook runs a cell
+            self.block = None
+            self._finish_background()
+
+    def shell(self, command: str, *, background: bool, shows: str | None, check: bool, timeout: float):
+        """Runs a shell block's command (Lesson.shell); waits for it unless `background`."""
+        record = self.block
+        record.update(command=command, printed="")
+        self.lesson.tell(textwrap.indent("$ " + command.replace("\n", "\n  "), INDENT) + "\n")
+        with processes.ctrl_c_held():
+            running = processes.Shell(command, self.workdir, timeout)
+            self.lesson.cleanup.callback(running.kill)
+        if background:
+            self.background.append((running, record, shows, check))
+            self.lesson.tell(f"{INDENT}(running in the background while the step goes on)\n")
+            return running
+        return self._finish(running, record, shows, check)
+
+    def _finish(self, running: processes.Shell, record: dict, shows: str | None, check: bool):
+        try:
+            running.wait()
+        except processes.ProcessFailed as e:
+            raise LessonFailed(str(e)) from None
+        shown = processes.excerpt(running.output, shows)
+        record.update(printed=shown + "\n" if shown else "", output_lines=len(running.output.splitlines()))
+        self.steps[-1]["printed"] += record["printed"]
+        if shown:
+            self.lesson.tell(textwrap.indent(shown, INDENT) + "\n")
+        if check and running.returncode != 0:
+            raise LessonFailed(running.failure())
+        return running
+
+    def _finish_background(self) -> None:
+        """The step ends when what it started in the background has."""
+        while self.background:
+            self._finish(*self.background.pop(0))
+
+    def record_output(self, text: str) -> None:
+        """What the lesson's code printed, kept with the block that printed it."""
+        if self.block is None:
+            return
+        self.block["printed"] += text
+        if self.block["kind"] != "checks":
+            self.steps[-1]["printed"] += text
+
+
+class _BlockOutput(io.TextIOBase):
+    """The lesson's stdout: what its code prints is shown as it comes, indented under the
+    step's prose, and recorded in the block it was printed in."""
+
+    def __init__(self, shown, teacher: _Teacher):
+        self.shown, self.teacher = shown, teacher
+        self.at_line_start = True
+
+    def write(self, text: str) -> int:
+        self.teacher.record_output(text)
+        indented = []
+        for line in text.splitlines(keepends=True):
+            if self.at_line_start and line.strip():
+                line = INDENT + line
+            indented.append(line)
+            self.at_line_start = line.endswith("\n")
+        self.shown.write("".join(indented))
+        return len(text)
+
+    def flush(self) -> None:
+        self.shown.flush()
+
+
+def _injected_failure(slug: str) -> None:
+    failing, _, how = os.environ.get(FAIL_SECTION_ENV, "").partition(":")
+    if failing != slug:
+        return
+    if how == "crash":  # as a segfault in compiled code would: no Python error, the process gone
+        os.kill(os.getpid(), signal.SIGKILL)
+    if how == "hang":  # a long section, as the user sees it when they press Ctrl-C
+        print("hanging until interrupted", flush=True)
+        while True:
+            time.sleep(0.1)
+    raise RuntimeError(f"failure injected by {FAIL_SECTION_ENV}")
+
+
+def one_line(message: str) -> str:
+    """An error message in one line: its first line, and its last when the first only
+    introduces the rest (Kauldron's "Error resolving the config:")."""
+    lines = [line.strip() for line in message.strip().splitlines() if line.strip()]
+    if not lines:
+        return ""
+    return f"{lines[0]} ... {lines[-1]}" if lines[0].endswith(":") and len(lines) > 1 else lines[0]
+
+
+def _error(e: BaseException) -> dict[str, Any]:
+    frames = traceback.extract_tb(e.__traceback__)
+    short = "".join(traceback.format_list(frames[-SHORT_TRACEBACK_FRAMES:]))
+    return {
+        "type": type(e).__name__,
+        "message": one_line(str(e)),
+        "expected": isinstance(e, LessonFailed),
+        "short_traceback": short,
+        "traceback": "".join(traceback.format_exception(type(e), e, e.__traceback__)),
+    }

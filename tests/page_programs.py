@@ -1,0 +1,113 @@
+"""A page as a program: its code blocks, outside the folds, in order, and what the page
+says each prints; run in a fresh kernel at the repository root and compared.
+
+Python blocks are cells; a shell block is a `!` line (`%%bash` for several commands), as
+the notebook has them. A Python cell must print what the page shows under it: the same
+text, but for the workdir's path and the last digits of floats. A shell block's page
+shows some lines of its output ("..." for the rest): each must appear, in order, in what
+the command printed, absl's prefix aside.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import pathlib
+import re
+
+from harness.processes import ABSL_PREFIX
+from presenting.notebook import shell_cell
+
+FENCE = re.compile(r"^```(\w*)\n(.*?)\n```$", re.S | re.M)
+ANSI = re.compile(r"\x1b\[[0-9;]*m")  # a terminal's colours, which IPython's kernels pass on
+NUMBER = re.compile(r"-?\d+\.\d+(?:e[-+]?\d+)?|-?\d+e[-+]?\d+|-?\d+")
+
+
+@dataclasses.dataclass
+class Cell:
+    kind: str  # "python" or "shell"
+    code: str
+    shows: str = ""  # what the page shows under it ("" if nothing)
+
+    @property
+    def source(self) -> str:
+        """The cell as a kernel runs it."""
+        return self.code if self.kind == "python" else shell_cell(self.code)
+
+
+def page_cells(page: str) -> list[Cell]:
+    """The page's code blocks outside `<details>`, each with the output block after it."""
+    cells: list[Cell] = []
+    folds = 0
+    position = 0
+    for match in FENCE.finditer(page):
+        between = page[position:match.start()]
+        folds += between.count("<details") - between.count("</details>")
+        position = match.end()
+        language, text = match.groups()
+        if folds:
+            continue
+        if language in ("python", "bash"):
+            cells.append(Cell("python" if language == "python" else "shell", text))
+        elif language == "text" and cells:
+            cells[-1].shows = text
+    return cells
+
+
+def printed_by(cell) -> str:
+    """What an executed code cell printed on stdout (a `!` line's stderr included), and
+    the value it displayed, if any."""
+    text = "".join(out.get("text", "") for out in cell.outputs if out.output_type == "stream" and out.name == "stdout")
+    return text + "".join(out["data"].get("text/plain", "") + "\n" for out in cell.outputs
+                          if out.output_type == "execute_result")
+
+
+def without_kernel_paths(text: str, kernel_tmp: pathlib.Path, stem: str) -> str:
+    """Printed by a page's program, as its page shows it: the workdir its first cell made
+    (`<stem>-...` in the kernel's temporary directory) is WORKDIR; installed packages and
+    the home directory as presenting/site.py writes them."""
+    from presenting import site
+
+    text = re.sub(re.escape(str(kernel_tmp)) + "/" + re.escape(stem) + r"-\w+", "WORKDIR", text)
+    for path, shown in site.shared_paths():
+        text = text.replace(path, shown)
+    return text
+
+
+def _floats_match(expected: str, actual: str) -> bool:
+    """Two numbers as printed: equal, or floats that differ only in their last digits."""
+    if expected == actual:
+        return True
+    if "." not in expected + actual and "e" not in expected + actual:
+        return False  # whole numbers are exact
+    a, b = float(expected), float(actual)
+    decimals = min(len(x.split(".")[1].split("e")[0]) if "." in x else 0 for x in (expected, actual))
+    return math.isclose(a, b, rel_tol=1e-4) or abs(a - b) <= 1.01 * 10.0 ** -decimals
+
+
+def same_text(expected: str, actual: str) -> bool:
+    """The same text, the numbers in it within `_floats_match`."""
+    expected_parts, actual_parts = NUMBER.split(expected), NUMBER.split(actual)
+    expected_numbers, actual_numbers = NUMBER.findall(expected), NUMBER.findall(actual)
+    return (expected_parts == actual_parts and len(expected_numbers) == len(actual_numbers)
+            and all(_floats_match(e, a) for e, a in zip(expected_numbers, actual_numbers)))
+
+
+def mismatch(cell: Cell, printed: str) -> str | None:
+    """How what a cell printed differs from what its page shows, or None."""
+    expected = cell.shows.strip("\n")
+    printed = ANSI.sub("", printed)
+    if cell.kind == "python":
+        actual = "\n".join(line.rstrip() for line in printed.strip("\n").splitlines())
+        if not same_text(expected, actual):
+            return f"the page shows:\n{expected}\n--- the kernel printed:\n{actual}"
+        return None
+    lines = [ABSL_PREFIX.sub("", line).rstrip() for line in printed.splitlines()]
+    at = 0
+    for wanted in (line for line in expected.splitlines() if line != "..."):
+        while at < len(lines) and not same_text(wanted.rstrip(), lines[at]):
+            at += 1
+        if at == len(lines):
+            return f"the page shows the line {wanted!r}, which the command did not print (in this order)"
+        at += 1
+    return None
