@@ -30,9 +30,9 @@ import time  # noqa: E402
 
 import presenting  # noqa: E402
 from presenting import report as reporting, terminal  # noqa: E402
-from harness import registry, runtime  # noqa: E402
-from harness.results import SectionResult  # noqa: E402
-from runner import Runner, environment  # noqa: E402
+from harness import environment, processes, registry, runtime  # noqa: E402
+from harness.results import Report, SectionResult  # noqa: E402
+from runner import Runner  # noqa: E402
 from runner.interrupts import CtrlC  # noqa: E402
 
 # README command 1 without its last step (running the tutorial); tests/test_reliability.py
@@ -70,6 +70,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "output, figure, checks) with an index; it needs no network to read")
     add("--markdown", metavar="DIR", help="also write the results as Markdown pages in DIR (docs/ is one such copy)")
     add("--no-compat", action="store_true", help="skip the compat fixes (to see what they fix)")
+    add("--no-warm-start", action="store_true", help="start the lessons' Python processes afresh instead of "
+        "forking them from a process that has imported jax, Kauldron and TensorFlow (slower; to rule warm "
+        "start out when narrowing a failure down)")
     cache = parser.add_mutually_exclusive_group()
     cache.add_argument("--cache-dir", metavar="DIR", help="the cache runs share: JAX's compiled programs, "
                        "matplotlib's font list, each section's last time (workers start the longest first) "
@@ -159,10 +162,10 @@ def main(argv: list[str]) -> int:
         if missing:
             raise UsageError(f"{', '.join(missing)} not installed; set up with: {INSTALL_COMMAND} (see README.md)")
         if args.versions:
-            described, fixes = environment.inspect(args.no_compat)
+            described, fixes = environment.set_up_and_describe(args.no_compat)
             terminal.print_versions(described, fixes)
             if json_path:
-                reporting.write_json(json_path, {**described, "interrupted": False, "sections": [], "totals": {}})
+                reporting.write_json(json_path, Report(environment=described).to_json())
             return EXIT_OK
         cache = prepare_cache(args.cache_dir, args.no_cache)
         sites = {kind: writable_dir(f"--{kind}", path) for kind, path in
@@ -179,23 +182,23 @@ def main(argv: list[str]) -> int:
 
     start = time.perf_counter()
     jobs = min(args.jobs or default_jobs(chosen), len(chosen))
-    report = {"versions": {}, "devices": [], "compat": [], "interrupted": False,
-              "workdir": str(workdir), "workdir_removed": remove_workdir, "jobs": jobs, "sections": [], "totals": {}}
+    report = Report(workdir=str(workdir), workdir_removed=remove_workdir, jobs=jobs)
+    if args.no_warm_start:
+        processes.turn_warm_start_off()
     plots = {"dir": plots_dir}
-    runner = Runner(jobs, workdir, cache, args.no_compat)
-    results = []
+    runner = Runner(jobs, workdir, cache, args.no_compat, banner=terminal.section_banner)
     try:
         runtime.prepare(cache, workdir)
 
         def show_environment(found: tuple | None) -> None:
             """The header, once: the environment as a worker found it, or else as this
             process finds it (it then applies the fixes and starts jax)."""
-            if report["devices"]:
+            if report.environment:
                 return
             described, fixes = (environment.describe(*found, cache) if found
-                                else environment.inspect(args.no_compat, cache, workdir))
+                                else environment.set_up_and_describe(args.no_compat, cache, workdir))
             plots["dir"], plots_line = presenting.plotting_to(plots["dir"])
-            report.update(described, plots=str(plots["dir"]) if plots["dir"] else None)
+            report.environment, report.plots = described, str(plots["dir"]) if plots["dir"] else None
             terminal.print_header(described, fixes, workdir, remove_workdir, jobs)
             if plots_line:
                 print(plots_line)
@@ -210,22 +213,25 @@ def main(argv: list[str]) -> int:
                 result.plots.append(str(path))
             terminal.print_result(result)
 
-        results, report["interrupted"] = runner.run(chosen, show_environment=show_environment, show_result=show_result)
+        report.sections, report.interrupted = runner.run(chosen, show_environment=show_environment,
+                                                         show_result=show_result)
     except KeyboardInterrupt:  # before the first section started
-        report["interrupted"] = True
+        report.interrupted = True
     finally:
-        if report["interrupted"]:
+        if report.interrupted:
             print("\ninterrupted")
         # Runner.run gives every section's result; none only if Ctrl-C came before it started.
-        reporting.report_on(report, results or runner.with_the_rest(chosen, []), chosen, start, json_path, sites,
-                         run_command=f"{INSTALL_COMMAND} && .venv/bin/python tutorial.py")
+        report.sections = report.sections or runner.with_the_rest(chosen, [])
+        report.seconds = time.perf_counter() - start
+        reporting.report_on(report, chosen, json_path, sites,
+                            run_command=f"{INSTALL_COMMAND} && .venv/bin/python tutorial.py")
         if remove_workdir:
             shutil.rmtree(workdir, ignore_errors=True)
         else:
             print(f"workdir kept: {workdir}")
-    if report["interrupted"]:
+    if report.interrupted:
         return EXIT_INTERRUPTED
-    return EXIT_FAILED if report["totals"]["failed"] else EXIT_OK
+    return EXIT_FAILED if report.totals["failed"] else EXIT_OK
 
 
 if __name__ == "__main__":

@@ -20,13 +20,19 @@ def report_failure(fix: compat.FixReport) -> None:
     print(f"compat {fix.line()}", file=sys.stderr)
 
 
+def run_module(module: str, args: list[str]) -> None:
+    """Runs `module` as `python -m module args` does: as `__main__`, with `sys.argv` set.
+    The one way the tutorial runs a module in a process that is already running (here,
+    and in a child forked by the warm-start server, harness/processes.py)."""
+    sys.argv = [module, *args]  # runpy puts the module's path first, as `python -m` does
+    runpy.run_module(module, run_name="__main__", alter_sys=True)
+
+
 def main() -> None:
     if len(sys.argv) < 2:
         sys.exit("usage: python -m compat.run MODULE [ARGS ...]")
     compat.install_all(on_failure=report_failure)
-    module = sys.argv[1]
-    del sys.argv[0]  # as `python -m MODULE ARGS`: runpy sets argv[0] to the module's path
-    runpy.run_module(module, run_name="__main__", alter_sys=True)
+    run_module(sys.argv[1], sys.argv[2:])
 
 
 if __name__ == "__main__":

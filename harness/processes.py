@@ -13,11 +13,13 @@ A `python -m` child spends about 8 CPU seconds importing jax, Kauldron and Tenso
 before it does anything. When a chosen lesson `starts_processes`, the runner starts one
 warm-start server that imports all that once (`harness.warm_imports`), and each such child
 is forked from it: it sets the command's environment, directory and output, and runs the
-module as `python -m` does (`run_module`, the one shim), then exits as Python does.
+module as `python -m` does (compat/run.py's `run_module`, the one shim), then exits as
+Python does.
 Importing starts no jax backend, so forking after it is safe, and a child's `XLA_FLAGS`
 or `jax.distributed.initialize()` still act before its backend starts. Without a server,
 or with KAULDRON_TUTORIAL_WARM_START=0 (to rule warm start out when narrowing a failure
-down), children are started with `subprocess.Popen`, and lessons cannot tell.
+down; `tutorial.py --no-warm-start` sets it), children are started with
+`subprocess.Popen`, and lessons cannot tell.
 
     python -m harness.processes SOCKET   # the server: the runner starts it; it ends
                                          # when its standard input closes
@@ -109,14 +111,6 @@ def stop(proc) -> None:
     if proc.poll() is None:
         proc.kill()
     proc.wait()
-
-
-def run_module(module: str, args: list[str]) -> None:
-    """Runs `module` as `python -m module args` does: as `__main__`, with `sys.argv` set."""
-    import runpy
-
-    sys.argv = [module, *args]  # runpy puts the module's path first, as `python -m` does
-    runpy.run_module(module, run_name="__main__", alter_sys=True)
 
 
 # -- a lesson's shell command ------------------------------------------------------
@@ -339,6 +333,11 @@ def server():
                 proc.wait()
 
 
+def turn_warm_start_off() -> None:
+    """From now on, this process and those it starts start every child afresh."""
+    os.environ[ADDRESS_ENV] = "0"
+
+
 def use(address: str | None) -> None:
     """Children of this process come from the server at `address` (None: started as usual).
     Warm start turned off (ADDRESS_ENV=0) stays off."""
@@ -486,6 +485,8 @@ def _become(request: dict, set_up: int) -> None:
     stdin = os.open(os.devnull, os.O_RDONLY)
     for source, target in ((stdin, 0), (output, 1), (output, 2)):
         os.dup2(source, target)
+    from compat.run import run_module
+
     module, *args = request["command"][2:]
     run_module(module, args)
     sys.exit(0)  # as the end of `python -m MODULE`; a SystemExit raised by MODULE passes through

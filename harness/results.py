@@ -56,3 +56,32 @@ class SectionResult:
     @property
     def failed_checks(self) -> int:
         return sum(not check["passed"] for check in self.checks)
+
+
+@dataclasses.dataclass
+class Report:
+    """A run: where it wrote, what it ran on, and each section's result, as the summary,
+    the JSON and the pages read it. `environment` is what harness/environment.py
+    describes (versions, devices, compat decisions, cache)."""
+
+    workdir: str | None = None
+    workdir_removed: bool = False
+    jobs: int = 1
+    environment: dict[str, Any] = dataclasses.field(default_factory=dict)
+    plots: str | None = None
+    interrupted: bool = False
+    sections: list[SectionResult] = dataclasses.field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def totals(self) -> dict[str, Any]:
+        found = {status: sum(r.status == status for r in self.sections) for status in ("passed", "failed", "skipped")}
+        found["checks"] = sum(len(r.checks) for r in self.sections)
+        found["failed_checks"] = sum(r.failed_checks for r in self.sections)
+        found["seconds"] = round(self.seconds, 3)
+        return found
+
+    def to_json(self) -> dict[str, Any]:
+        return {**self.environment, "interrupted": self.interrupted, "workdir": self.workdir,
+                "workdir_removed": self.workdir_removed, "jobs": self.jobs, "plots": self.plots,
+                "sections": [result.to_json() for result in self.sections], "totals": self.totals}

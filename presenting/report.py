@@ -5,30 +5,25 @@ from __future__ import annotations
 import json
 import os
 import pathlib
-import time
 
+from harness import environment
+from harness.results import Report
 from presenting import terminal
-from runner import environment
 
 
-def report_on(report: dict, results: list, chosen: list, start: float, json_path: pathlib.Path | None, sites: dict,
-              run_command: str) -> None:
+def report_on(report: Report, chosen: list, json_path: pathlib.Path | None, sites: dict, run_command: str) -> None:
     """The summary, the JSON and the pages of a run, finished or not."""
-    if not report["versions"]:  # stopped before any worker reported: what needs no jax
-        report["versions"] = environment.versions()
-    totals = {status: sum(r.status == status for r in results) for status in ("passed", "failed", "skipped")}
-    totals["checks"] = sum(len(r.checks) for r in results)
-    totals["failed_checks"] = sum(r.failed_checks for r in results)
-    totals["seconds"] = round(time.perf_counter() - start, 3)
-    report.update(sections=[r.to_json() for r in results], totals=totals)
-    terminal.print_summary(results, totals)
+    if not report.environment:  # stopped before any worker reported: what needs no jax
+        report.environment = {"versions": environment.versions(), "devices": [], "compat": [], "cache": None}
+    terminal.print_summary(report.sections, report.totals)
+    found = report.to_json()
     if json_path:
-        write_json(json_path, report)
+        write_json(json_path, found)
         print(f"results: {json_path}")
     for kind, site in sites.items():
         from presenting import site as pages
 
-        written = pages.write(report, chosen, site, kind, run_command=run_command)
+        written = pages.write(found, chosen, site, kind, run_command=run_command)
         print(f"{kind}: {written[0]} and {len(written) - 1} section pages")
 
 

@@ -21,10 +21,10 @@ import signal
 import sys
 from typing import Callable
 
-from presenting.terminal import section_banner
 from harness import processes, registry, runtime, teaching
 from harness.results import SectionResult
-from runner import durations, environment
+from harness import environment
+from runner import durations
 from runner.interrupts import CtrlC
 from runner.status import Status
 
@@ -33,8 +33,13 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]  # the repository
 
 
 class Runner:
-    def __init__(self, jobs: int, workdir: pathlib.Path, cache: pathlib.Path | None, no_compat: bool):
+    """`banner(info)`: the line printed above a section's output (the runner prints what a
+    worker's section printed under it, in order)."""
+
+    def __init__(self, jobs: int, workdir: pathlib.Path, cache: pathlib.Path | None, no_compat: bool,
+                 banner: Callable[[registry.SectionInfo], str]):
         self.jobs, self.workdir, self.cache, self.no_compat = jobs, workdir, cache, no_compat
+        self.banner = banner
         self.warm_start: str | None = None  # the address of the server that forks lessons' children
 
     def section_dir(self, info: registry.SectionInfo) -> pathlib.Path:
@@ -71,7 +76,7 @@ class Runner:
     def _in_this_process(self, chosen, show_result, results, running) -> None:
         for info in chosen:
             running.add(info.slug)
-            print(section_banner(info))
+            print(self.banner(info))
             result = teaching.run(info, self.section_dir(info))
             if CtrlC.pressed:  # the interrupt was swallowed inside the section: don't trust it
                 raise KeyboardInterrupt
@@ -106,7 +111,7 @@ class Runner:
                         return print_order[index:]
                     result, printed, found = worker_died(info, e), "", None
                 show_environment(found)
-                print(section_banner(info))
+                print(self.banner(info))
                 print(printed, end="")
                 show_result(result)
                 results.append(result)

@@ -46,8 +46,10 @@ def devices() -> list[str]:
     return [f"{d.platform}:{d.id}" for d in jax.devices()]
 
 
-def inspect(no_compat: bool, cache: pathlib.Path | None = None, workdir: pathlib.Path | None = None) -> tuple[dict, list]:
-    """Applies the compat fixes (unless told not to) and describes this environment."""
+def set_up_and_describe(no_compat: bool, cache: pathlib.Path | None = None,
+                        workdir: pathlib.Path | None = None) -> tuple[dict, list]:
+    """Applies the process settings and the compat fixes (unless told not to), then
+    describes this environment: it starts jax."""
     # Process settings first (jax reads some when it is imported), then the fixes, all
     # before any section imports Kauldron.
     from harness import runtime
