@@ -24,6 +24,14 @@ def run_module(module: str, args: list[str]) -> None:
     """Runs `module` as `python -m module args` does: as `__main__`, with `sys.argv` set.
     The one way the tutorial runs a module in a process that is already running (here,
     and in a child forked by the warm-start server, harness/processes.py)."""
+    import importlib.util
+
+    try:
+        found = importlib.util.find_spec(module)
+    except ImportError:
+        found = None
+    if found is None:  # as `python -m` says it
+        sys.exit(f"{sys.executable}: No module named {module}")
     sys.argv = [module, *args]  # runpy puts the module's path first, as `python -m` does
     runpy.run_module(module, run_name="__main__", alter_sys=True)
 

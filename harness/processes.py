@@ -121,6 +121,7 @@ class ShellLine:
     env: dict[str, str]  # NAME=value before the command
     argv: list[str]
     background: bool  # it ended with `&`
+    text: str  # the line as typed, without its `&`
 
 
 def shell_environment(workdir: pathlib.Path) -> dict[str, str]:
@@ -154,7 +155,7 @@ def parse_shell(command: str, env: dict[str, str]) -> list[ShellLine | None] | N
             assignments[name] = value
         if not tokens:
             return None
-        lines.append(ShellLine(assignments, tokens, background))
+        lines.append(ShellLine(assignments, tokens, background, line.strip().removesuffix("&").strip()))
     return lines
 
 
@@ -174,6 +175,8 @@ class Shell:
         self._next = 0  # the next line to start
         self._foreground = None  # the process of the line running in the foreground
         self._background: list = []  # started with `&`, not yet waited for
+        self._typed: dict[int, str] = {}  # a process's pid -> the line that started it
+        self._failed = self.first_line  # the line whose process failed
         if self._lines is None:  # bash runs it all
             self._lines = []
             self._foreground = start(["bash", "-c", command], self._env, self._log)
@@ -197,6 +200,7 @@ class Shell:
         while self._foreground is None and self._next < len(self._lines) and self._lines[self._next] is not None:
             line = self._lines[self._next]
             proc = start(self._argv(line), {**self._env, **line.env}, self._log, append=True)
+            self._typed[proc.pid] = line.text
             self._next += 1
             if line.background:
                 self._background.append(proc)
@@ -210,9 +214,10 @@ class Shell:
         try:
             while self._processes() or self._next < len(self._lines):
                 codes = [proc.poll() for proc in self._processes()]  # each polled: no failure goes unnoticed
-                failed = [code for code in codes if code not in (None, 0)]
+                failed = [(proc, code) for proc, code in zip(self._processes(), codes) if code not in (None, 0)]
                 if failed:
-                    self.returncode = failed[0]
+                    self.returncode = failed[0][1]
+                    self._failed = self._typed.get(failed[0][0].pid, self.first_line)
                     break
                 if self._foreground is not None and self._foreground.returncode is not None:
                     self._foreground = None
@@ -250,7 +255,7 @@ class Shell:
         """Why it failed, in one line: the command, its exit status, its last line."""
         code = self.returncode
         signal_name = f" ({signal.Signals(-code).name})" if code < 0 else ""
-        return f"`{self.first_line}` exited {code}{signal_name}: {last_line(self.output)}"
+        return f"`{self._failed}` exited {code}{signal_name}: {last_line(self.output)}"
 
 
 def last_line(text: str) -> str:

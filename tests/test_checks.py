@@ -1,14 +1,16 @@
-"""Every check a lesson makes is a visible result: its claim, whether it passed, and
-whether it leans on a library's private names."""
+"""Every check a lesson makes is a visible result: its claim, whether it passed, the step
+it belongs to, and, when it leans on what a library does not promise, why."""
 
 import json
+import sys
+import textwrap
 
 import pytest
 from kauldron import kontext
 
-from runner import section_run
-from sections import registry
-from sections.lesson import CheckFailed, Lesson
+from harness import program, teaching
+from harness.lesson import CheckFailed, Lesson
+from harness.registry import SectionInfo
 
 
 def test_checks_are_recorded_in_order_with_their_claims(tmp_path):
@@ -17,15 +19,20 @@ def test_checks_are_recorded_in_order_with_their_claims(tmp_path):
     lesson.check_equal([1, 2], [1, 2], "the list")
     lesson.check_close(0.1 + 0.2, 0.3, "a float sum", rel=1e-9)
     lesson.check_raises(KeyError, lambda: {}["x"], "a missing key")
-    lesson.check(True, "read through a private name", internal=True)
-    assert lesson.checks == [  # made before any step: in an untitled one
+    lesson.check(True, "read through a private name", internal="a private name")
+    assert lesson.checks_made == [
         {"claim": "one and one make two", "passed": True, "step": 0},
         {"claim": "the list = [1, 2]", "passed": True, "step": 0},
         {"claim": "a float sum = 0.3 within rel 1e-09", "passed": True, "step": 0},
         {"claim": "a missing key raises KeyError", "passed": True, "step": 0},
-        {"claim": "read through a private name", "passed": True, "internal": True, "step": 0},
+        {"claim": "read through a private name", "passed": True, "internal": True,
+         "internal_because": "a private name", "step": 0},
     ]
-    assert lesson.steps == [{"heading": "", "printed": ""}]
+
+
+def test_an_internal_check_says_why_it_is_internal(tmp_path):
+    with pytest.raises(TypeError, match="the reason"):
+        Lesson(tmp_path).check(True, "a claim", internal=True)
 
 
 @pytest.mark.parametrize("make_it_fail", [
@@ -39,8 +46,74 @@ def test_a_failed_check_is_recorded_and_fails_the_lesson(tmp_path, make_it_fail)
     lesson = Lesson(tmp_path)
     with pytest.raises(CheckFailed, match="a false claim"):
         make_it_fail(lesson)
-    (check,) = lesson.checks
+    (check,) = lesson.checks_made
     assert check["passed"] is False and check["claim"].startswith("a false claim")
+
+
+FAKE = '''
+"""A fake lesson.
+
+Its introduction.
+"""
+
+from harness import Lesson, section
+
+
+@section(99, "fake", "A fake lesson", shows="nothing", part="glue")
+def fake(lesson: Lesson, workdir):
+    lesson.md("""
+    ## One
+
+    Why.
+    """)
+    print("a value")
+    with lesson.checks():
+        lesson.check(True, "a claim of step one")
+        lesson.skip_check("a claim this run cannot make", "why not")
+
+    lesson.md("""
+    ## Two
+
+    Why again.
+    """)
+    print("another value")
+    (workdir / "written").write_text("here")
+    with lesson.checks():
+        lesson.check(False, "a false claim")
+'''
+
+
+@pytest.fixture
+def fake_section(tmp_path, monkeypatch):
+    """A lesson in a package of its own, as the runner finds one (harness/program.py)."""
+    package = tmp_path / "fake_lessons"
+    package.mkdir()
+    (package / "s99_fake.py").write_text(textwrap.dedent(FAKE))
+    monkeypatch.setattr(program, "ROOT", tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield SectionInfo(99, "fake", "A fake lesson", "nothing", "glue", False, "fake_lessons.s99_fake")
+    sys.modules.pop("fake_lessons.s99_fake", None)
+    sys.modules.pop("fake_lessons", None)
+
+
+def test_a_lesson_runs_block_by_block_and_each_keeps_what_it_printed(fake_section, tmp_path, capsys):
+    """The prose indented by two, the code's output by four, the checks; a failure names its step."""
+    result = teaching.run(fake_section, tmp_path / "runs" / "99-fake")
+    assert [step["heading"] for step in result.steps] == ["One", "Two"]
+    assert [[(block["kind"], block["printed"]) for block in step["blocks"]] for step in result.steps] == [
+        [("python", "a value\n"), ("checks", "")], [("python", "another value\n"), ("checks", "")]]
+    assert result.steps[0]["blocks"][0]["line"] == 17  # where the block starts in the file
+    assert (tmp_path / "runs" / "99-fake" / "written").read_text() == "here"  # `workdir` is the lesson's
+    assert [(check["claim"], check["passed"], check["step"]) for check in result.checks] == [
+        ("a claim of step one", True, 0), ("a false claim", False, 1)]
+    assert result.skipped_checks == [{"claim": "a claim this run cannot make", "why": "why not", "step": 0}]
+    assert result.status == "failed" and result.error["step"] == "Two"
+    assert result.summary == 'in step "Two": CheckFailed: not true: a false claim'
+    shown = capsys.readouterr().out
+    assert "  Its introduction.\n" in shown and "  ## One\n" in shown and "\n    a value\n" in shown
+    assert "  - not checked here: a claim this run cannot make (why not)" in shown
+    assert shown.index("## One") < shown.index("✔ a claim of step one") < shown.index("## Two")
+    assert "  ✘ FAILED: a false claim\n" in shown
 
 
 def test_a_check_made_to_fail_in_a_real_section_shows_in_the_json(monkeypatch, tmp_path, capsys, tutorial_main):
@@ -54,70 +127,13 @@ def test_a_check_made_to_fail_in_a_real_section_shows_in_the_json(monkeypatch, t
     assert status == 1
     (section,) = json.loads((tmp_path / "r.json").read_text())["sections"]
     assert section["status"] == "failed"
-    heading = "A key path reaches into dicts, lists and attributes"
-    assert section["checks"][-1] == {
-        "claim": "get_by_path(context, 'batch.image') returns that very array, not a copy", "passed": False, "step": 0}
-    assert section["error"]["message"].startswith("not true: get_by_path(context, 'batch.image')")
+    failed = section["checks"][-1]
+    assert failed["passed"] is False and "not a copy" in failed["claim"]
+    heading = section["steps"][failed["step"]]["heading"]
+    assert section["error"]["message"] == f"not true: {failed['claim']}"
     assert section["error"]["step"] == heading
-    assert section["summary"].startswith(f'in step "{heading}": CheckFailed: not true: ')
+    assert section["summary"] == f'in step "{heading}": CheckFailed: not true: {failed["claim"]}'
     out = capsys.readouterr().out
-    assert "-> FAILED (" in out and f'1 check, 1 failed): in step "{heading}"' in out
-    assert "✘ FAILED: get_by_path(context, 'batch.image')" in out
-    assert "0 passed, 1 failed, 0 skipped; 1 check, 1 failed in" in out
-
-
-def test_a_lesson_is_told_in_steps_each_holding_what_it_printed_and_checked(tmp_path, capsys):
-    lesson = Lesson(tmp_path)
-    lesson.md("""
-        ## First step
-
-        Why it matters.
-        """)
-    print("printed in the first step")
-    lesson.check(True, "a claim of the first step")
-    lesson.md("## Second step\n\nMore prose.")
-    print("printed in the second")
-    lesson.check_equal(2, 2, "a claim of the second step")
-    lesson.skip_check("a claim this run cannot make", "why not")
-    assert lesson.steps == [{"heading": "First step", "printed": ""}, {"heading": "Second step", "printed": ""}]
-    assert [check["step"] for check in lesson.checks] == [0, 1]
-    assert lesson.skipped_checks == [{"claim": "a claim this run cannot make", "why": "why not", "step": 1}]
-    shown = capsys.readouterr().out  # a Lesson alone shows everything on stdout, as a notebook cell does
-    assert shown.index("## First step") < shown.index("✔ a claim of the first step") < shown.index("## Second step")
-    assert "- not checked here: a claim this run cannot make (why not)" in shown
-
-
-def test_what_a_lesson_prints_is_recorded_in_its_step_and_shown_indented(tmp_path, capsys):
-    """section_run.run: the prose unindented by two, the code's output by four, then the result."""
-    import sys
-    import types
-
-    module = types.ModuleType("sections.s99_fake")
-    module.__doc__ = "A fake lesson.\n\nIts introduction."
-
-    @registry.section(99, "fake", "A fake lesson", shows="nothing")
-    def fake(lesson):
-        lesson.md("## One\n\nWhy.")
-        print("a value")
-        lesson.md("## Two\n\nWhy again.")
-        print("another value")
-        lesson.check(False, "a false claim")
-
-    sys.modules[module.__name__] = module
-    try:
-        info = registry.SectionInfo(99, "fake", "A fake lesson", "nothing", False, module.__name__)
-        result = section_run.run(info, tmp_path / "fake")
-    finally:
-        del sys.modules[module.__name__]
-        registry._FUNCTIONS.pop("fake")
-    assert result.steps == [{"heading": "One", "printed": "a value\n"}, {"heading": "Two", "printed": "another value\n"}]
-    assert result.status == "failed" and result.error["step"] == "Two"
-    assert result.summary == 'in step "Two": CheckFailed: not true: a false claim'
-    shown = capsys.readouterr().out
-    assert "  Its introduction.\n" in shown and "  ## One\n" in shown and "\n    a value\n" in shown
-    assert "  ✘ FAILED: a false claim\n" in shown
-
-
-def test_every_lesson_says_what_it_shows_in_a_line():
-    for info in registry.catalog():
-        assert info.shows and "\n" not in info.shows and len(info.shows) <= 120, info
+    assert f'-> FAILED (' in out and f'1 failed): in step "{heading}"' in out
+    assert f"✘ FAILED: {failed['claim']}" in out
+    assert "0 passed, 1 failed, 0 skipped;" in out

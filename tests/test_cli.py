@@ -1,5 +1,8 @@
-"""What a user sees from the command line: listing, choosing sections, errors, exit codes, JSON."""
+"""What a user sees from the command line: listing, choosing sections, errors, exit codes,
+JSON. What only parses the command line runs in this process (the fast tier); what runs a
+section runs `tutorial.py` as a user does."""
 
+import json
 import pathlib
 import subprocess
 import sys
@@ -7,15 +10,59 @@ import sys
 import pytest
 from conftest import ROOT, readme_command
 
-from sections import registry, runtime
+import tutorial
+from harness import registry, runtime
+from harness.results import SectionResult
 
 CATALOG = registry.catalog()
 SLUGS = [info.slug for info in CATALOG]
 
 
-@pytest.mark.slow
-def test_list_shows_number_slug_whether_it_trains_and_what_it_shows(tutorial):
-    run = tutorial("--list", with_json=False)
+class Outcome:
+    """What `tutorial.main(argv)` did, in this process: its exit status and what it printed."""
+
+    def __init__(self, status: int, out: str, err: str):
+        self.returncode, self.stdout, self.stderr = status, out, err
+
+
+@pytest.fixture
+def main_here(tutorial_main, capsys):
+    """Runs `tutorial.main` in this process; argparse's exit is an exit status too."""
+
+    def run(*argv: str) -> Outcome:
+        try:
+            status = tutorial_main(list(argv))
+        except SystemExit as e:
+            status = e.code
+        out, err = capsys.readouterr()
+        return Outcome(status, out, err)
+
+    return run
+
+
+@pytest.fixture
+def ran(monkeypatch):
+    """The sections `tutorial.main` asked the runner for, each reported passed without
+    running: what choosing sections does, without their cost."""
+    chosen = []
+
+    class Runner:
+        def __init__(self, *args, **kwargs):
+            pass
+
+        def run(self, sections, **kwargs):
+            chosen.extend(info.slug for info in sections)
+            return [SectionResult(info.number, info.slug, info.title, "passed", 0.0, "") for info in sections], False
+
+        def with_the_rest(self, sections, results):
+            return results
+
+    monkeypatch.setattr(tutorial, "Runner", Runner)
+    return chosen
+
+
+def test_list_shows_number_slug_whether_it_trains_and_what_it_shows(main_here):
+    run = main_here("--list")
     assert run.returncode == 0
     lines = run.stdout.strip().splitlines()
     assert len(lines) == len(CATALOG)
@@ -37,75 +84,73 @@ def test_catalog_is_numbered_from_zero_without_gaps():
     assert SLUGS[:5] == ["digits", "konfig", "ref", "kontext", "ktyping"]
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize(
     "selectors, expected",
     [
         (["3"], ["kontext"]),
         (["kontext"], ["kontext"]),
-        (["loss"], ["loss-metric"]),  # a unique prefix (of a lesson that needs no TensorFlow)
+        (["loss"], ["loss-metric"]),  # a unique prefix
         (["ref", "1", "konfig"], ["ref", "konfig"]),  # asked order, no repeats
+        (["guardrails"], ["guardrails"]),  # the original guide's name for section 8
     ],
 )
-def test_selectors_run_exactly_the_chosen_sections(tutorial, selectors, expected):
-    run = tutorial(*selectors)
+def test_selectors_run_exactly_the_chosen_sections(main_here, ran, tmp_path, selectors, expected):
+    run = main_here(*selectors, "--no-cache", "--json", str(tmp_path / "r.json"))
     assert run.returncode == 0, run.stdout + run.stderr
-    assert [s["slug"] for s in run.results["sections"]] == expected
+    assert ran == expected
+    assert [s["slug"] for s in json.loads((tmp_path / "r.json").read_text())["sections"]] == expected
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("selector, problem", [
     ("nosuch", "unknown section 'nosuch'"),
     ("99", "unknown section '99'"),
     ("kon", "ambiguous section 'kon'"),
     ("", "empty section name"),
 ])
-def test_bad_selector_is_one_line_exit_2_and_nothing_runs(tutorial, selector, problem):
-    run = tutorial(selector)
+def test_bad_selector_is_one_line_exit_2_and_nothing_runs(main_here, ran, tmp_path, selector, problem):
+    run = main_here(selector, "--json", str(tmp_path / "r.json"))
     assert run.returncode == 2
-    assert run.stdout == ""
-    assert run.results is None  # nothing ran, so no results were written
+    assert run.stdout == "" and ran == []
+    assert not (tmp_path / "r.json").exists()  # nothing ran, so no results were written
     lines = run.stderr.strip().splitlines()
     assert len(lines) == 1, run.stderr
     assert problem in lines[0]
     assert "valid sections: 0 digits, 1 konfig, 2 ref, 3 kontext, 4 ktyping" in lines[0]
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("flags, problem", [
     (["--frobnicate"], "unrecognized arguments: --frobnicate"),
     (["--jobs", "0"], "argument -j/--jobs: expected a whole number >= 1, got '0'"),
     (["--jobs", "x"], "argument -j/--jobs: expected a whole number >= 1, got 'x'"),
 ])
-def test_a_bad_flag_gets_argparse_usage_and_exit_2(tutorial, flags, problem):
-    run = tutorial(*flags, with_json=False)
+def test_a_bad_flag_gets_argparse_usage_and_exit_2(main_here, flags, problem):
+    run = main_here(*flags)
     assert (run.returncode, run.stdout) == (2, "")
     assert run.stderr.startswith("usage: tutorial.py")
     assert problem in run.stderr
     assert "Traceback" not in run.stderr
 
 
-@pytest.mark.slow
-def test_unwritable_json_path_is_refused_before_running(tutorial, tmp_path):
+def test_unwritable_json_path_is_refused_before_running(main_here, ran, tmp_path):
     blocker = tmp_path / "a-file"
     blocker.write_text("")
-    run = tutorial("kontext", "--json", str(blocker / "r.json"), with_json=False)
+    run = main_here("kontext", "--json", str(blocker / "r.json"))
+    assert ran == []
     assert run.returncode == 2
     assert run.stdout == ""
     assert run.stderr.count("\n") == 1 and "--json" in run.stderr
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("option", ["--workdir", "--plots", "--notebook"])
 @pytest.mark.parametrize("problem", ["cannot be created", "cannot be written"])
-def test_unusable_output_directory_is_refused(tutorial, tmp_path, option, problem):
+def test_unusable_output_directory_is_refused(main_here, ran, tmp_path, option, problem):
     blocker = tmp_path / "a-file"
     blocker.write_text("")
     # /proc exists and refuses new files, even to root.
     folder = blocker / "sub" if problem == "cannot be created" else pathlib.Path("/proc")
     target = folder / "t.ipynb" if option == "--notebook" else folder
-    run = tutorial("kontext", option, str(target))
-    assert run.returncode == 2
+    run = main_here("kontext", option, str(target))
+    assert run.returncode == 2 and ran == []
     assert run.stdout == ""
     assert run.stderr.count("\n") == 1 and run.stderr.startswith(f"tutorial.py: {option}")
 
@@ -123,8 +168,11 @@ def test_json_schema(tutorial):
         assert set(s) >= {"number", "slug", "title", "status", "seconds", "summary", "facts", "checks", "error",
                           "plots", "steps", "skipped_checks", "figure_title", "figure_step"}
         assert s["status"] == "passed" and s["error"] is None and s["facts"]
-        assert len(s["steps"]) >= 3 and all(set(step) == {"heading", "printed"} and step["heading"] for step in s["steps"])
-        assert s["checks"] and all(set(c) <= {"claim", "passed", "internal", "step"} and c["passed"] for c in s["checks"])
+        assert len(s["steps"]) >= 3 and all(set(step) == {"heading", "printed", "blocks"} and step["heading"]
+                                            for step in s["steps"])
+        assert all({"kind", "line", "printed"} <= set(block) for step in s["steps"] for block in step["blocks"])
+        assert s["checks"] and all(set(c) <= {"claim", "passed", "internal", "internal_because", "step"} and c["passed"]
+                                   for c in s["checks"])
         assert [c["step"] for c in s["checks"]] == sorted(c["step"] for c in s["checks"])  # in step order
     assert r["totals"]["passed"] == 2
     assert r["totals"]["failed"] == r["totals"]["skipped"] == r["totals"]["failed_checks"] == 0
@@ -204,12 +252,11 @@ def test_no_cache_compiles_afresh(tutorial):
     assert "cache: off" in run.stdout
 
 
-@pytest.mark.slow
-def test_unusable_cache_dir_is_refused(tutorial, tmp_path):
+def test_unusable_cache_dir_is_refused(main_here, ran, tmp_path):
     blocker = tmp_path / "a-file"
     blocker.write_text("")
-    run = tutorial("kontext", "--cache-dir", str(blocker / "cache"))
-    assert run.returncode == 2
+    run = main_here("kontext", "--cache-dir", str(blocker / "cache"))
+    assert run.returncode == 2 and ran == []
     assert run.stdout == ""
     assert run.stderr.count("\n") == 1 and "--cache-dir" in run.stderr
 

@@ -1,61 +1,106 @@
 """The shape of a lesson, read from its file as the pages and the notebook read it: a
-sequence of steps (a heading and why, a few lines of code, the checks of the step), the
-story first, prose in the steps rather than in print(), and Kauldron's konfig Rule 0."""
+sequence of steps (a heading and why, a few lines of code), prose in the steps rather than
+in print(), a page whose code uses only what it defines or imports from where a reader can,
+and Kauldron's konfig Rule 0."""
 
 import ast
+import importlib.util
 import pathlib
+import sys
 
+import pyflakes.api
+import pyflakes.reporter
 import pytest
 from conftest import ROOT
 
-from presenting.source import read_lesson, section_file
-from sections import registry
+from harness import program, registry
 
 CATALOG = registry.catalog()
-STEPPED = CATALOG
 MOST_WORDS_PRINTED = 8  # a print() whose text says more is prose that belongs in the step
-MOST_LINES = 135  # "about 130": a longer file hides its story among helpers
+MOST_LINES_OF_CODE = 25  # a block the reader reads at once
+# Where the code a page shows may import from: the standard library, installed packages,
+# and the experiment's own files. Never the tutorial's machinery.
+THE_TUTORIAL_S_OWN = ("harness", "runner", "presenting", "compat", "tests", "tutorial", "sections")
+THE_EXPERIMENT_S = ("configs", "sections.parts")
 
 
 def slug(info: registry.SectionInfo) -> str:
     return info.slug
 
 
+def read(info: registry.SectionInfo) -> program.Program:
+    return program.read(registry.section_file(info))
+
+
+def shown_program(info: registry.SectionInfo) -> str:
+    """The code the page shows, in order, as one program (a shell block as a comment)."""
+    lesson = read(info)
+    parts = [lesson.workdir_cell(registry.file_stem(info.number, info.slug)) or "", lesson.setup]
+    for step in lesson.steps:
+        for block in step.blocks:
+            if block.kind == "python":
+                parts.append(block.code)
+    return "\n\n".join(part for part in parts if part)
+
+
 def lesson_function(info: registry.SectionInfo) -> ast.FunctionDef:
-    tree = ast.parse(section_file(info.module).read_text())
+    tree = ast.parse(registry.section_file(info).read_text())
     return next(node for node in tree.body if isinstance(node, ast.FunctionDef) and any(
         isinstance(decorator, ast.Call) and getattr(decorator.func, "id", None) == "section"
         for decorator in node.decorator_list))
 
 
-@pytest.mark.parametrize("info", STEPPED, ids=slug)
+@pytest.mark.parametrize("info", CATALOG, ids=slug)
 def test_a_lesson_is_three_or_more_steps_each_with_its_why_and_a_few_lines_of_code(info):
-    lesson = read_lesson(section_file(info.module))
+    lesson = read(info)
     assert len(lesson.steps) >= 3
     for step in lesson.steps:
         heading, blank, *why = step.prose.splitlines()
         assert heading.startswith("## ") and heading[3:] == step.heading and blank == ""
         assert len(" ".join(why).split()) >= 12, f"{step.heading}: say why in a sentence or two"
-        assert step.code, f"{step.heading}: a step shows the code that does it"
-        assert step.code.count("\n") < 25, f"{step.heading}: {step.code.count(chr(10)) + 1} lines of code"
+        shown = [block for block in step.blocks if block.shown]
+        assert shown, f"{step.heading}: a step shows the code that does it"
+        for block in shown:
+            assert block.code.count("\n") < MOST_LINES_OF_CODE, f"{step.heading}: {block.code.count(chr(10)) + 1} lines"
 
 
-@pytest.mark.parametrize("info", STEPPED, ids=slug)
-def test_a_lesson_file_is_about_130_lines_its_plumbing_in_shared_modules(info):
-    lines = section_file(info.module).read_text().count("\n")
-    assert lines <= MOST_LINES, f"{lines} lines: move what recomputes, plots or runs processes to a shared module"
+@pytest.mark.parametrize("info", CATALOG, ids=slug)
+def test_every_name_the_page_uses_is_defined_on_it_and_every_import_used(info):
+    """pyflakes on the page's code as one program: no undefined name, no unused import."""
+    warnings = []
+
+    class Collect(pyflakes.reporter.Reporter):
+        def __init__(self):
+            pass
+
+        def flake(self, message):
+            warnings.append(str(message).split(":", 2)[-1].strip())
+
+        def syntaxError(self, filename, msg, lineno, offset, text):
+            warnings.append(f"syntax error: {msg} (line {lineno})")
+
+        unexpectedError = syntaxError
+
+    pyflakes.api.check(shown_program(info), f"{info.slug}'s page", Collect())
+    assert warnings == []
 
 
-@pytest.mark.parametrize("info", STEPPED, ids=slug)
-def test_the_story_comes_first_and_the_helpers_after_it(info):
-    tree = ast.parse(section_file(info.module).read_text())
-    story = lesson_function(info)
-    functions_before = [node.name for node in tree.body if isinstance(node, ast.FunctionDef)
-                        and node.lineno < story.lineno]
-    assert functions_before == [], f"define {functions_before} below the lesson"
+@pytest.mark.parametrize("info", CATALOG, ids=slug)
+def test_the_page_imports_from_the_standard_library_installed_packages_and_the_experiment(info):
+    tree = ast.parse(shown_program(info))
+    for node in ast.walk(tree):
+        names = ([alias.name for alias in node.names] if isinstance(node, ast.Import)
+                 else [node.module] if isinstance(node, ast.ImportFrom) else [])
+        for name in names:
+            if name.startswith(THE_EXPERIMENT_S):
+                assert importlib.util.find_spec(name) is not None, name
+                continue
+            top = name.split(".")[0]
+            assert top not in THE_TUTORIAL_S_OWN, f"the page imports {name}, the tutorial's, not the reader's"
+            assert top in sys.stdlib_module_names or importlib.util.find_spec(top) is not None, name
 
 
-@pytest.mark.parametrize("info", STEPPED, ids=slug)
+@pytest.mark.parametrize("info", CATALOG, ids=slug)
 def test_code_prints_values_and_the_prose_lives_in_the_steps(info):
     for node in ast.walk(lesson_function(info)):
         if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "print":
@@ -80,18 +125,6 @@ def module_name(path: pathlib.Path) -> str:
     return ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
 
 
-def imports_of(path: pathlib.Path) -> set[str]:
-    """The modules of this project a file imports, anywhere in it (konfig.imports() included)."""
-    found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found.add(node.module)
-            found.update(f"{node.module}.{alias.name}" for alias in node.names)
-    return found
-
-
 def test_configs_import_what_they_name_only_inside_konfig_imports():
     for path in python_files("configs"):
         tree = ast.parse(path.read_text())
@@ -104,7 +137,7 @@ def test_configs_import_what_they_name_only_inside_konfig_imports():
 
 
 def test_no_lesson_names_itself_or_another_lesson_in_a_config():
-    lessons = {module_name(path) for path in (ROOT / "sections").glob(registry.SECTION_FILES)}
+    lessons = {module_name(path) for path in program.section_files()}
     for path in python_files("configs", "sections"):
         tree = ast.parse(path.read_text())
         for block in ast.walk(tree):
@@ -119,24 +152,3 @@ def imports_of_node(node: ast.stmt) -> set[str]:
     if isinstance(node, ast.Import):
         return {alias.name for alias in node.names}
     return set()
-
-
-def test_nothing_imports_in_a_cycle():
-    files = python_files("configs", "sections", "presenting", "compat", "runner") + [ROOT / "tutorial.py"]
-    modules = {module_name(path): path for path in files}
-    graph = {name: {imported for imported in imports_of(path) if imported in modules and imported != name}
-             for name, path in modules.items()}
-    visiting, done = [], set()
-
-    def visit(name: str) -> None:
-        if name in done:
-            return
-        assert name not in visiting, f"import cycle: {' -> '.join(visiting[visiting.index(name):] + [name])}"
-        visiting.append(name)
-        for imported in sorted(graph[name]):
-            visit(imported)
-        visiting.pop()
-        done.add(name)
-
-    for name in sorted(graph):
-        visit(name)

@@ -10,8 +10,7 @@ import nbformat
 import pytest
 from conftest import shadow_module
 
-from runner import section_run
-from sections import registry
+from harness import registry, teaching
 
 pytestmark = pytest.mark.slow  # the tutorial, run as a user does
 
@@ -49,7 +48,7 @@ def test_without_matplotlib_plots_say_how_to_install_it_and_nothing_else_changes
 
 
 def test_a_failed_section_is_shown_failed_on_its_page_with_its_error(tutorial, tmp_path):
-    env = dict(os.environ, **{section_run.FAIL_SECTION_ENV: "kontext"})
+    env = dict(os.environ, **{teaching.FAIL_SECTION_ENV: "kontext"})
     run = tutorial("kontext", "konfig", "--html", str(tmp_path / "site"), "--markdown", str(tmp_path / "md"), env=env)
     assert run.returncode == 1
     assert "html: " in run.stdout and "markdown: " in run.stdout

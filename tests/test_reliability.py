@@ -18,8 +18,9 @@ import psutil
 import pytest
 from conftest import ROOT, readme_command
 
-from runner import durations, section_run, start_order
-from sections import registry, warm_start
+from harness import processes, registry, teaching
+from harness.results import SectionResult
+from runner import durations, start_order
 
 QUIET = dict(os.environ, TQDM_DISABLE="1", TF_CPP_MIN_LOG_LEVEL="3")
 
@@ -29,12 +30,12 @@ QUIET = dict(os.environ, TQDM_DISABLE="1", TF_CPP_MIN_LOG_LEVEL="3")
 @pytest.mark.slow
 @pytest.mark.parametrize("jobs", ["1", "2"])
 def test_a_failing_section_fails_alone_in_one_line(tutorial, jobs):
-    env = dict(os.environ, **{section_run.FAIL_SECTION_ENV: "kontext"})
+    env = dict(os.environ, **{teaching.FAIL_SECTION_ENV: "kontext"})
     run = tutorial("ref", "kontext", "loss-metric", "--jobs", jobs, env=env)
     assert run.returncode == 1
     assert run.statuses() == {"ref": "passed", "kontext": "failed", "loss-metric": "passed"}
     error = run.section("kontext")["error"]
-    assert (error["type"], error["message"]) == ("RuntimeError", f"failure injected by {section_run.FAIL_SECTION_ENV}")
+    assert (error["type"], error["message"]) == ("RuntimeError", f"failure injected by {teaching.FAIL_SECTION_ENV}")
     assert error["traceback"].startswith("Traceback (most recent call last)")
     summary_line = next(line for line in run.stdout.splitlines() if re.match(r"\s+3\s+kontext", line))
     assert "failed" in summary_line and "RuntimeError: failure injected" in summary_line
@@ -80,8 +81,8 @@ def test_workers_start_early_sections_then_the_longest_of_earlier_runs(tmp_path)
     assert durations.load(tmp_path) == {} and durations.load(None) == {}
 
 
-def result(slug: str, status: str, seconds: float) -> section_run.SectionResult:
-    return section_run.SectionResult(0, slug, slug, status, seconds, "", {})
+def result(slug: str, status: str, seconds: float) -> SectionResult:
+    return SectionResult(0, slug, slug, status, seconds, "")
 
 
 @pytest.mark.slow
@@ -89,19 +90,18 @@ def test_a_warm_started_child_is_the_command_it_was_given(tmp_path):
     """A lesson's `python -m ...` child forked by the warm-start server: it starts with the
     imports done, `ps` shows its own command, it writes where it was told, its exit status
     comes back, it joins the asking process's group (stopping a worker stops it), and
-    kill() stops it."""
+    kill() stops it. Without a server, or with warm start off, it is a plain Popen."""
     good, bad = tmp_path / "good.json", tmp_path / "bad.json"
     good.write_text('{"a": 1}')
     bad.write_text("{")
     sleeping = [sys.executable, "-m", "timeit", "-n", "1", "-r", "1", "__import__('time').sleep(120)"]
-    with warm_start.server() as address, warm_start.used_here(address):
-        ok = warm_start.start([sys.executable, "-m", "json.tool", str(good)], ROOT, dict(os.environ), tmp_path / "ok.out")
-        failed = warm_start.start([sys.executable, "-m", "json.tool", str(bad)], ROOT, dict(os.environ),
-                                  tmp_path / "bad.out", tmp_path / "bad.err")
-        child = warm_start.start(sleeping, ROOT, dict(os.environ), tmp_path / "sleep.out")
-        assert isinstance(child, warm_start.WarmChild)
+    with processes.server() as address, processes.used_here(address):
+        ok = processes.start([sys.executable, "-m", "json.tool", str(good)], dict(os.environ), tmp_path / "ok.out")
+        failed = processes.start([sys.executable, "-m", "json.tool", str(bad)], dict(os.environ), tmp_path / "bad.out")
+        child = processes.start(sleeping, dict(os.environ), tmp_path / "sleep.out")
+        assert isinstance(child, processes.WarmChild)
         assert ok.wait(60) == 0 and json.loads((tmp_path / "ok.out").read_text()) == {"a": 1}
-        assert failed.wait(60) == 1 and "Expecting" in (tmp_path / "bad.err").read_text()
+        assert failed.wait(60) == 1 and "Expecting" in (tmp_path / "bad.out").read_text()
         process = psutil.Process(child.pid)
         assert " ".join(process.cmdline()).strip() == shlex.join(sleeping)
         assert os.getpgid(child.pid) == os.getpgrp()
@@ -109,8 +109,26 @@ def test_a_warm_started_child_is_the_command_it_was_given(tmp_path):
         assert child.poll() is None
         child.kill()
         assert child.wait(10) == -signal.SIGKILL
-    cold = warm_start.start(sleeping[:2] + ["json.tool", str(good)], ROOT, dict(os.environ), tmp_path / "cold.out")
+    cold = processes.start(sleeping[:2] + ["json.tool", str(good)], dict(os.environ), tmp_path / "cold.out")
     assert isinstance(cold, subprocess.Popen) and cold.wait(60) == 0  # no server: started as usual
+
+
+@pytest.mark.slow
+def test_a_shell_block_runs_as_bash_would_its_processes_warm_and_a_failure_in_one_line(tmp_path):
+    """What `lesson.shell` runs: `python -m` lines here (forked warm when a server runs),
+    `&` in the background until `wait`, `$WORKDIR` the lesson's; the rest in bash; a
+    process that fails stops its peers at once, and says why in one line."""
+    with processes.server() as address, processes.used_here(address):
+        both = processes.Shell("A=1 python -m platform &\npython -c 'import os; print(os.environ[\"WORKDIR\"])'\nwait",
+                               tmp_path).wait()
+        assert both.returncode == 0 and str(tmp_path) in both.output and "Linux" in both.output
+        piped = processes.Shell("echo one two | wc -w", tmp_path).wait()
+        assert (piped.returncode, piped.output.strip()) == (0, "2")
+        started = time.monotonic()
+        failing = processes.Shell("python -m timeit -n 1 -r 1 \"__import__('time').sleep(60)\" &\n"
+                                  "python -m no_such_module &\nwait", tmp_path).wait()
+        assert failing.returncode == 1 and time.monotonic() - started < 30  # the sleeper was stopped
+        assert failing.failure() == f"`python -m no_such_module` exited 1: {sys.executable}: No module named no_such_module"
 
 
 class Terminal(io.StringIO):
@@ -135,7 +153,7 @@ def test_while_workers_run_a_terminal_shows_which_sections_run_and_for_how_long_
 
 @pytest.mark.slow
 def test_a_section_that_kills_its_worker_fails_alone_in_one_line(tutorial):
-    env = dict(os.environ, **{section_run.FAIL_SECTION_ENV: "kontext:crash"})
+    env = dict(os.environ, **{teaching.FAIL_SECTION_ENV: "kontext:crash"})
     run = tutorial("ref", "kontext", "loss-metric", "--jobs", "2", env=env)
     assert run.returncode == 1
     assert run.statuses() == {"ref": "passed", "kontext": "failed", "loss-metric": "passed"}
@@ -160,7 +178,7 @@ def test_a_section_that_kills_its_worker_fails_alone_in_one_line(tutorial):
 def test_sigterm_stops_the_run_like_ctrl_c_and_leaves_no_process_behind(tmp_path):
     """As a CI job's timeout or `kill` stops it, with workers forked from the forkserver."""
     results = tmp_path / "r.json"
-    env = dict(QUIET, **{section_run.FAIL_SECTION_ENV: "trainer:hang"})
+    env = dict(QUIET, **{teaching.FAIL_SECTION_ENV: "trainer:hang"})
     proc = subprocess.Popen([sys.executable, str(ROOT / "tutorial.py"), "kontext", "trainer", "--jobs", "2",
                              "--json", str(results)],
                             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -182,7 +200,7 @@ def test_sigterm_stops_the_run_like_ctrl_c_and_leaves_no_process_behind(tmp_path
 @pytest.mark.slow
 def test_ctrl_c_prints_the_summary_writes_partial_json_and_exits_130(tmp_path):
     results = tmp_path / "r.json"
-    env = dict(QUIET, **{section_run.FAIL_SECTION_ENV: "trainer:hang"})  # section 6 runs until Ctrl-C
+    env = dict(QUIET, **{teaching.FAIL_SECTION_ENV: "trainer:hang"})  # section 6 runs until Ctrl-C
     proc = subprocess.Popen([sys.executable, str(ROOT / "tutorial.py"), *LIGHT, "trainer", "--jobs", "1",
                              "--json", str(results)],
                             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -205,14 +223,14 @@ def test_ctrl_c_prints_the_summary_writes_partial_json_and_exits_130(tmp_path):
 
 
 def test_ctrl_c_stops_the_run_even_when_library_code_swallows_it(monkeypatch, tmp_path, capsys, tutorial_main):
-    def run_a_section_that_swallows_ctrl_c(info, workdir, plots_dir=None):
+    def run_a_section_that_swallows_ctrl_c(info, workdir):
         try:
             signal.raise_signal(signal.SIGINT)  # the user presses Ctrl-C ...
         except KeyboardInterrupt:
             pass  # ... and library code catches it, as one did in CI
-        return section_run.SectionResult(info.number, info.slug, info.title, "passed", 0.0, "looks fine", {})
+        return SectionResult(info.number, info.slug, info.title, "passed", 0.0, "looks fine")
 
-    monkeypatch.setattr(section_run, "run", run_a_section_that_swallows_ctrl_c)
+    monkeypatch.setattr(teaching, "run", run_a_section_that_swallows_ctrl_c)
     status = tutorial_main(["kontext", "ktyping", "--jobs", "1", "--workdir", str(tmp_path / "w"),
                             "--json", str(tmp_path / "r.json")])
     assert status == 130
@@ -232,7 +250,7 @@ def test_ctrl_c_during_garbage_collection_stops_the_run_without_a_traceback(monk
         if phase == "start":
             signal.raise_signal(signal.SIGINT)
 
-    def run_a_section_that_collects_garbage(info, workdir, plots_dir=None):
+    def run_a_section_that_collects_garbage(info, workdir):
         gc.callbacks.append(press_ctrl_c_in_gc)
         try:
             gc.collect()
@@ -241,11 +259,11 @@ def test_ctrl_c_during_garbage_collection_stops_the_run_without_a_traceback(monk
         for _ in range(1000):  # the interrupt lands here, in the section's own code
             time.sleep(0.001)
         finished.append(info.slug)
-        return section_run.SectionResult(info.number, info.slug, info.title, "passed", 0.0, "never interrupted", {})
+        return SectionResult(info.number, info.slug, info.title, "passed", 0.0, "never interrupted")
 
     finished = []
 
-    monkeypatch.setattr(section_run, "run", run_a_section_that_collects_garbage)
+    monkeypatch.setattr(teaching, "run", run_a_section_that_collects_garbage)
     monkeypatch.setattr(sys, "unraisablehook", sys.__unraisablehook__)  # Python's, not pytest's
     status = tutorial_main(["kontext", "--workdir", str(tmp_path / "w"), "--json", str(tmp_path / "r.json")])
     assert status == 130 and finished == []  # interrupted promptly, not at the section's end

@@ -1,0 +1,117 @@
+"""The lesson format (harness/program.py), as a contributor meets it: a section file is
+read as the program its page shows, and a file that breaks the format is refused in one
+line naming where."""
+
+import textwrap
+
+import pytest
+
+from harness import program
+from harness.program import LessonSourceError
+
+LESSON = '''
+"""A title.
+
+Why it matters.
+"""
+
+import json
+
+from configs import regression as regression_config
+from harness import Lesson, section
+
+
+@section(99, "example", "A title", shows="an example", part="glue")
+def example(lesson: Lesson, workdir):
+    lesson.md("""
+    ## The first step
+
+    Why the first step matters.
+    """)
+    # a comment the reader sees
+    data = {"a": 1}
+    print(json.dumps(data))
+    with lesson.checks():
+        lesson.check_equal(data, {"a": 1}, "the data")
+
+    lesson.md("""
+    ## The second step
+
+    Why the second step matters.
+    """)
+    cfg = regression_config.get_config()
+    run = lesson.shell("python -m kauldron.main --cfg=configs/regression.py --cfg.workdir=$WORKDIR/run",
+                       background=True, shows="Starting")
+    print(cfg.num_train_steps)
+    with lesson.checks():
+        lesson.summary = "done"
+
+
+def helper():
+    return 1
+'''
+
+
+def read(tmp_path, text: str) -> program.Program:
+    path = tmp_path / "s99_example.py"
+    path.write_text(textwrap.dedent(text))
+    return program.read(path)
+
+
+def test_a_lesson_is_steps_of_blocks_the_reader_sees_and_checks_beside_them(tmp_path):
+    lesson = read(tmp_path, LESSON)
+    assert (lesson.title, lesson.intro) == ("A title.", "Why it matters.")
+    assert lesson.setup == "import json\n\nfrom configs import regression as regression_config"
+    assert lesson.uses_workdir and "workdir = pathlib.Path(tempfile.mkdtemp(" in lesson.workdir_cell("99-example")
+    assert [step.heading for step in lesson.steps] == ["The first step", "The second step"]
+    first, second = lesson.steps
+    assert [block.kind for block in first.blocks] == ["python", "checks"]
+    assert first.blocks[0].code == '# a comment the reader sees\ndata = {"a": 1}\nprint(json.dumps(data))'
+    assert first.checks_code == 'lesson.check_equal(data, {"a": 1}, "the data")'
+    assert [block.kind for block in second.blocks] == ["python", "shell", "python", "checks"]
+    shell = second.blocks[1]
+    assert shell.code == "python -m kauldron.main --cfg=configs/regression.py --cfg.workdir=$WORKDIR/run"
+    assert shell.options == {"background": True, "shows": "Starting"}
+    assert lesson.helpers == "def helper():\n    return 1"
+
+
+def test_the_experiment_s_files_are_shown_where_the_page_first_uses_them(tmp_path):
+    first, second = read(tmp_path, LESSON).steps
+    assert first.files == []
+    # Used by the second step (by name, and by the shell command), with what they import.
+    assert [file.path for file in second.files] == ["configs/regression.py", "sections/parts/regression.py"]
+
+
+@pytest.mark.parametrize("body, problem", [
+    ('print(1)\n    lesson.md("""## A step\n\n    Why.\n    """)', "a lesson opens with lesson.md"),
+    ('lesson.md("""## A step\n\n    Why.\n    """)\n    lesson.check(True, "a claim")', "never names `lesson`"),
+    ('lesson.md("""## A step\n\n    Why.\n    """)\n    print(lesson.workdir)', "never names `lesson`"),
+    ('lesson.md("""## A step\n\n    Why.\n    """)\n    return "done"', "a lesson does not return"),
+    ('lesson.md(f"""## A step {1}""")', "one plain string"),
+    ('lesson.md("""Why, with no heading.""")', "opens with its '## heading'"),
+    ('lesson.md("""## A step\n\n    Why.\n    """)\n    command = "ls"\n    lesson.shell(command)', "one plain string"),
+    ('lesson.md("""## A step\n\n    Why.\n    """)\n    with lesson.checks():\n        lesson.md("""## Another""")',
+     "go at the top level"),
+])
+def test_a_file_that_breaks_the_format_is_refused_saying_where(tmp_path, body, problem):
+    text = f'''
+"""A title.
+
+Why.
+"""
+
+from harness import Lesson, section
+
+
+@section(99, "example", "A title", shows="an example", part="glue")
+def example(lesson: Lesson):
+    {body}
+'''
+    with pytest.raises(LessonSourceError, match=problem) as refused:
+        read(tmp_path, text)
+    assert str(refused.value).startswith("s99_example.py")
+
+
+def test_a_lesson_takes_the_lesson_and_maybe_its_workdir(tmp_path):
+    with pytest.raises(LessonSourceError, match=r"takes \(lesson\) or \(lesson, workdir\)"):
+        read(tmp_path, LESSON.replace("(lesson: Lesson, workdir)", "(lesson: Lesson, workdir, extra)"))
