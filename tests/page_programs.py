@@ -54,6 +54,41 @@ def page_cells(page: str) -> list[Cell]:
     return cells
 
 
+def run_in_a_kernel(notebook, root: pathlib.Path, env: dict, own: pathlib.Path):
+    """Runs a notebook in a fresh kernel started at `root`, as a reader does: the Python
+    environment's scripts first on the PATH (as an activated venv has them), its temporary
+    directory `own/tmp`, and its own place for what libraries write in the home directory
+    (Keras' settings, matplotlib's fonts). Errors are kept in the cells, not raised."""
+    import os
+    import sys
+
+    from nbclient import NotebookClient
+
+    (own / "tmp").mkdir(parents=True, exist_ok=True)
+    kernel_env = dict(env, TMPDIR=str(own / "tmp"), KERAS_HOME=str(own / ".keras"), MPLCONFIGDIR=str(own / "mpl"),
+                      PATH=os.pathsep.join([str(pathlib.Path(sys.executable).parent), env.get("PATH", "")]))
+    client = NotebookClient(notebook, timeout=900, kernel_name="python3", allow_errors=True,
+                            resources={"metadata": {"path": str(root)}})
+    client.execute(env=kernel_env)
+    return notebook
+
+
+def differences(page: str, notebook, own: pathlib.Path, stem: str) -> list[str]:
+    """How a page and its program, run (`run_in_a_kernel`), differ: the code of the two,
+    a cell that raised, what a cell printed against what the page shows under it."""
+    cells = page_cells(page)
+    ran = [cell for cell in notebook.cells if cell.cell_type == "code"]
+    if [cell.source for cell in cells] != [cell.source for cell in ran]:
+        return ["the notebook's code is not the page's"]
+    found = [f"cell {number} raised {out.get('ename')}: {out.get('evalue')}" for number, cell in enumerate(ran, 1)
+             for out in cell.outputs if out.output_type == "error"]
+    for number, (cell, out) in enumerate(zip(cells, ran), 1):
+        problem = mismatch(cell, without_kernel_paths(printed_by(out), own / "tmp", stem))
+        if problem:
+            found.append(f"cell {number} ({cell.code.splitlines()[0][:60]}): {problem}")
+    return found
+
+
 def printed_by(cell) -> str:
     """What an executed code cell printed on stdout (a `!` line's stderr included), and
     the value it displayed, if any."""

@@ -23,7 +23,7 @@ import sys
 import nbformat
 import pytest
 from conftest import ROOT, assert_png_drawn, headless_chromium, processes_mentioning
-from page_programs import mismatch, page_cells, printed_by, without_kernel_paths
+from page_programs import differences, run_in_a_kernel
 
 from harness import registry
 from presenting import notebook as notebooks
@@ -84,25 +84,13 @@ def full_run(chosen, tmp_path_factory):
 
 
 def run_page_program(info: registry.SectionInfo, folders: dict, env: dict) -> nbformat.NotebookNode:
-    """The section's notebook, run in a fresh kernel started at the repository root, with
-    the Python environment's scripts on the PATH (as an activated venv has them). Its
-    temporary directory is its own, and so are what libraries write in the home directory
-    (Keras' settings, matplotlib's fonts); it shares JAX's compilation cache with the run."""
-    from nbclient import NotebookClient
-
-    own = folders["kernels"] / registry.file_stem(info.number, info.slug)
-    (own / "tmp").mkdir(parents=True)
+    """The section's notebook, run in a fresh kernel at the repository root; it shares JAX's
+    compilation cache with the run."""
     cache = folders["cache-home"] / "kauldron-tutorial" / "jax"
-    kernel_env = dict(env, TMPDIR=str(own / "tmp"), KERAS_HOME=str(own / ".keras"), MPLCONFIGDIR=str(own / "mpl"),
-                      PATH=os.pathsep.join([str(pathlib.Path(sys.executable).parent), env.get("PATH", "")]),
-                      JAX_COMPILATION_CACHE_DIR=str(cache), JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
-                      JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES="-1")
-    notebook = notebooks.build([info])
-    client = NotebookClient(notebook, timeout=900, kernel_name="python3", allow_errors=True,
-                            resources={"metadata": {"path": str(ROOT)}})
-    client.execute(env=kernel_env)
-    nbformat.write(notebook, str(own / "program.ipynb"))
-    return notebook
+    env = dict(env, JAX_COMPILATION_CACHE_DIR=str(cache), JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
+               JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES="-1")
+    own = folders["kernels"] / registry.file_stem(info.number, info.slug)
+    return run_in_a_kernel(notebooks.build([info]), ROOT, env, own)
 
 
 @pytest.fixture(scope="module")
@@ -152,22 +140,12 @@ def test_each_page_is_a_program_that_prints_what_the_page_shows(full_run, chosen
     shows under it (but for the workdir's path and the last digits of floats)."""
     if slug not in [info.slug for info in chosen]:
         pytest.skip("not among --sections")
-    forward, _, folders, executed = full_run
+    _, _, folders, executed = full_run
     info = next(info for info in chosen if info.slug == slug)
     stem = registry.file_stem(info.number, info.slug)
-    cells = page_cells((folders["base"] / "pages" / f"{stem}.md").read_text())
-    ran = [cell for cell in executed[slug].cells if cell.cell_type == "code"]
-    assert [cell.source for cell in cells] == [cell.source for cell in ran]
-    errors = [(cell.source[:80], out.get("ename"), out.get("evalue")) for cell in ran for out in cell.outputs
-              if out.output_type == "error"]
-    assert errors == []
-    kernel_tmp = folders["kernels"] / stem / "tmp"
-    differences = []
-    for number, (cell, out) in enumerate(zip(cells, ran), 1):
-        found = mismatch(cell, without_kernel_paths(printed_by(out), kernel_tmp, stem))
-        if found:
-            differences.append(f"cell {number} ({cell.code.splitlines()[0][:60]}): {found}")
-    assert not differences, "\n\n".join(differences)
+    page = (folders["base"] / "pages" / f"{stem}.md").read_text()
+    found = differences(page, executed[slug], folders["kernels"] / stem, stem)
+    assert not found, "\n\n".join(found)
 
 
 def test_each_section_prints_whole_in_order_between_its_heading_and_its_result(full_run, chosen):
