@@ -97,6 +97,17 @@ def tutorial_main(monkeypatch):
     os.environ.update(environment)
 
 
+def sections_printed(stdout: str) -> list[str]:
+    """The slugs of the sections a run printed, in order, each whole: its banner, what it
+    printed, its result line, then the next banner (never two sections interleaved)."""
+    lines = stdout.splitlines()
+    banners = [i for i, line in enumerate(lines) if line.endswith("]") and line.split(". ", 1)[0].isdigit()]
+    results = [i for i, line in enumerate(lines) if line.startswith("-> ")]
+    assert len(results) == len(banners)
+    assert all(b < r < next_b for b, r, next_b in zip(banners, results, banners[1:] + [len(lines)]))
+    return [lines[i].rsplit("[", 1)[1].rstrip("]") for i in banners]
+
+
 def readme_command(number: int) -> str:
     """Command `number` of the README's "Two commands", as a user copies it."""
     two_commands = (ROOT / "README.md").read_text().split("## Two commands", 1)[1].split("\n## ", 1)[0]
