@@ -231,6 +231,14 @@ def _names_lesson(node: ast.AST) -> int | None:
     return None
 
 
+def _outside_definitions(node: ast.AST):
+    """The nodes of a statement, without the bodies of the functions and classes it defines."""
+    yield node
+    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+        for child in ast.iter_child_nodes(node):
+            yield from _outside_definitions(child)
+
+
 def _step(node: ast.Expr, where: str) -> Step:
     (argument,) = node.value.args
     if not (isinstance(argument, ast.Constant) and isinstance(argument.value, str)) or node.value.keywords:
@@ -262,7 +270,7 @@ def _kind(node: ast.stmt, where: str) -> tuple[str, dict[str, Any]]:
             if isinstance(inner, ast.Expr) and (_lesson_call(inner, "md") or _lesson_call(inner, "shell")):
                 raise LessonSourceError(f"{where}:{inner.lineno}: lesson.md() and lesson.shell() go at the top level")
         return "checks", {}
-    for inner in ast.walk(node):
+    for inner in _outside_definitions(node):
         if isinstance(inner, ast.Return):
             raise LessonSourceError(f"{where}:{inner.lineno}: a lesson does not return: set lesson.summary in its checks")
     mention = _names_lesson(node)

@@ -3,7 +3,8 @@ says each prints; run in a fresh kernel at the repository root and compared.
 
 Python blocks are cells; a shell block is a `!` line (`%%bash` for several commands), as
 the notebook has them. A Python cell must print what the page shows under it: the same
-text, but for the workdir's path and the last digits of floats. A shell block's page
+text, but for the workdir's path, the last digits of floats, and the status lines Kauldron
+prints only in a notebook. A shell block's page
 shows some lines of its output ("..." for the rest): each must appear, in order, in what
 the command printed, absl's prefix aside.
 """
@@ -19,6 +20,11 @@ from harness.processes import ABSL_PREFIX
 from presenting.notebook import shell_cell
 
 FENCE = re.compile(r"^```(\w*)\n(.*?)\n```$", re.S | re.M)
+# What Kauldron prints only in a notebook (`epy.is_notebook()`), where elsewhere it logs or
+# stays silent: kauldron/utils/status_utils.py's `log` (training starts) and
+# kauldron/data/py/base.py (a PyGrain pipeline without worker processes).
+NOTEBOOK_ONLY = re.compile(r"^(Starting training loop at step \d+|Disabling pygrain multi-processing \(unsupported in colab\)\.)\n",
+                           re.M)
 ANSI = re.compile(r"\x1b\[[0-9;]*m")  # a terminal's colours, which IPython's kernels pass on
 NUMBER = re.compile(r"-?\d+\.\d+(?:e[-+]?\d+)?|-?\d+e[-+]?\d+|-?\d+")
 
@@ -131,7 +137,7 @@ def same_text(expected: str, actual: str) -> bool:
 def mismatch(cell: Cell, printed: str) -> str | None:
     """How what a cell printed differs from what its page shows, or None."""
     expected = cell.shows.strip("\n")
-    printed = ANSI.sub("", printed)
+    printed = NOTEBOOK_ONLY.sub("", ANSI.sub("", printed))
     if cell.kind == "python":
         actual = "\n".join(line.rstrip() for line in printed.strip("\n").splitlines())
         if not same_text(expected, actual):

@@ -10,7 +10,7 @@ import pytest
 
 
 EXPECTED = os.environ.get("TUTORIAL_EXPECT_ETILS_PRNG")
-ARRAYSPEC_SECTIONS = ["digits", "ref", "ktyping", "trainer", "sweep", "seeds", "checkpoint", "cli", "sharding", "data",
+ARRAYSPEC_SECTIONS = ["digits", "ref", "ktyping", "trainer", "sweep", "guardrails", "checkpoint", "cli", "sharding", "data",
                       "finetune", "randomness", "evals", "export", "nnx", "multihost"]
 CHILD_PROCESS_SECTIONS = ["cli", "sharding", "multihost"]  # they report their child's last error line
 CHECKED_ERROR_SECTIONS = ["ktyping"]  # its check_raises(KTypeCheckError, ...) gets the prng error

@@ -112,6 +112,16 @@ def example(lesson: Lesson):
     assert str(refused.value).startswith("s99_example.py")
 
 
+def test_a_step_may_define_functions_and_classes_that_return(tmp_path):
+    body = 'lesson.md("""## A step\n\n    Why.\n    """)\n    def double(x):\n        return 2 * x\n    print(double(2))'
+    text = LESSON.split("@section", 1)[0] + f'''@section(99, "example", "A title", shows="an example", part="glue")
+def example(lesson: Lesson):
+    {body}
+'''
+    (step,) = read(tmp_path, text).steps
+    assert step.blocks[0].code == "def double(x):\n    return 2 * x\nprint(double(2))"
+
+
 def test_a_lesson_takes_the_lesson_and_maybe_its_workdir(tmp_path):
     with pytest.raises(LessonSourceError, match=r"takes \(lesson\) or \(lesson, workdir\)"):
         read(tmp_path, LESSON.replace("(lesson: Lesson, workdir)", "(lesson: Lesson, workdir, extra)"))
