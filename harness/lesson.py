@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import inspect
 import math
 import pathlib
 import sys
@@ -103,7 +104,8 @@ class Lesson:
         `check`: a non-zero exit fails the lesson, in one line."""
         if self._run_shell is None:
             raise LessonFailed("lesson.shell() needs a runner (harness.teaching) to run its command")
-        return self._run_shell(command, background=background, shows=shows, check=check, timeout=timeout)
+        return self._run_shell(inspect.cleandoc(command), background=background, shows=shows, check=check,
+                               timeout=timeout)
 
     @contextlib.contextmanager
     def checks(self):

@@ -96,15 +96,15 @@ def start(command: list[str], env: dict[str, str], output: pathlib.Path, *, appe
           cwd: pathlib.Path = ROOT):
     """Starts `command`, its stdout and stderr to `output`: forked by the warm-start server
     when there is one and the command is `python -m ...`, else a Popen. Either way it has
-    `pid`, `poll`, `wait`, `kill` and `returncode`."""
+    `pid`, `poll`, `wait`, `kill` and `returncode`. Call it under `ctrl_c_held()`, and put
+    what it returns where it will be stopped before the block ends."""
     address = os.environ.get(ADDRESS_ENV)
-    with ctrl_c_held():
-        if address and address != "0" and command[0] == sys.executable and command[1:2] == ["-m"]:
-            with contextlib.suppress(ConnectionError, FileNotFoundError):  # no server there: a Popen
-                return WarmChild(address, command, cwd, env, output, append)
-        with open(output, "a" if append else "w") as out:  # the child keeps its own copy
-            return subprocess.Popen(command, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL)
+    if address and address != "0" and command[0] == sys.executable and command[1:2] == ["-m"]:
+        with contextlib.suppress(ConnectionError, FileNotFoundError):  # no server there: a Popen
+            return WarmChild(address, command, cwd, env, output, append)
+    with open(output, "a" if append else "w") as out:  # the child keeps its own copy
+        return subprocess.Popen(command, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL)
 
 
 def stop(proc) -> None:
@@ -155,7 +155,7 @@ def parse_shell(command: str, env: dict[str, str]) -> list[ShellLine | None] | N
             assignments[name] = value
         if not tokens:
             return None
-        lines.append(ShellLine(assignments, tokens, background, line.strip().removesuffix("&").strip()))
+        lines.append(ShellLine(assignments, tokens, background, " ".join(line.split()).removesuffix("&").strip()))
     return lines
 
 
@@ -177,10 +177,15 @@ class Shell:
         self._background: list = []  # started with `&`, not yet waited for
         self._typed: dict[int, str] = {}  # a process's pid -> the line that started it
         self._failed = self.first_line  # the line whose process failed
-        if self._lines is None:  # bash runs it all
-            self._lines = []
-            self._foreground = start(["bash", "-c", command], self._env, self._log)
-        self._advance()
+        try:
+            with ctrl_c_held():
+                if self._lines is None:  # bash runs it all
+                    self._lines = []
+                    self._foreground = start(["bash", "-c", command], self._env, self._log)
+            self._advance()
+        except BaseException:
+            self.kill()
+            raise
 
     @property
     def pids(self) -> list[int]:
@@ -199,13 +204,14 @@ class Shell:
         """Starts lines until one must be waited for: a line in the foreground, or `wait`."""
         while self._foreground is None and self._next < len(self._lines) and self._lines[self._next] is not None:
             line = self._lines[self._next]
-            proc = start(self._argv(line), {**self._env, **line.env}, self._log, append=True)
-            self._typed[proc.pid] = line.text
-            self._next += 1
-            if line.background:
-                self._background.append(proc)
-            else:
-                self._foreground = proc
+            with ctrl_c_held():  # the process is in self's hands before a Ctrl-C can stop this
+                proc = start(self._argv(line), {**self._env, **line.env}, self._log, append=True)
+                self._typed[proc.pid] = line.text
+                self._next += 1
+                if line.background:
+                    self._background.append(proc)
+                else:
+                    self._foreground = proc
 
     def wait(self) -> "Shell":
         """Runs the command to its end, and what it left in the background. A process that
@@ -361,11 +367,10 @@ def used_here(address: str | None):
     try:
         yield
     finally:
-        if before == "0":
-            return
-        os.environ.pop(ADDRESS_ENV, None)
-        if before:
-            os.environ[ADDRESS_ENV] = before
+        if before != "0":  # warm start turned off stays off
+            os.environ.pop(ADDRESS_ENV, None)
+            if before:
+                os.environ[ADDRESS_ENV] = before
 
 
 class WarmChild:
@@ -451,7 +456,11 @@ def serve(address: str) -> None:
                 os.close(set_up)
                 os.read(ready, 1)  # the pid goes back once the child is in its group and named
                 os.close(ready)
-                connection.sendall(f"{pid}\n".encode())
+                try:
+                    connection.sendall(f"{pid}\n".encode())
+                except OSError:  # the asker is gone (stopped meanwhile): nobody would stop its child
+                    os.kill(pid, signal.SIGKILL)
+                    connection.close()
                 waiting[pid] = connection
             _report_exits(waiting)
     finally:

@@ -17,6 +17,7 @@ import importlib
 import io
 import os
 import pathlib
+import shutil
 import signal
 import sys
 import textwrap
@@ -50,7 +51,7 @@ def run(info: SectionInfo, workdir: pathlib.Path) -> SectionResult:
     restore_temporary_files = runtime.send_temporary_files_to(workdir.parent / ".tmp" / workdir.name)
     environment, directory = dict(os.environ), os.getcwd()
     try:
-        workdir.mkdir(parents=True, exist_ok=True)
+        _start_fresh(workdir)
         source = lesson_format.read(section_file(info))
         module = importlib.import_module(info.module)
         print(textwrap.indent(source.intro, "  "))
@@ -77,6 +78,16 @@ def run(info: SectionInfo, workdir: pathlib.Path) -> SectionResult:
     return SectionResult(info.number, info.slug, info.title, status, seconds, lesson.summary, lesson.facts,
                          lesson.checks_made, error, [], teacher.steps, lesson.skipped_checks, lesson.figure,
                          lesson.figure_step)
+
+
+def _start_fresh(workdir: pathlib.Path) -> None:
+    """The lesson's own, empty workdir. One kept from an earlier run (`--workdir`) is
+    cleared, and the run says so: Kauldron would resume from its checkpoints."""
+    if workdir.is_dir() and any(workdir.iterdir()):
+        leftovers = sorted(path.name for path in workdir.iterdir())
+        shutil.rmtree(workdir)
+        print(f"  (this workdir held an earlier run of the section, {leftovers}: cleared)")
+    workdir.mkdir(parents=True, exist_ok=True)
 
 
 class _Teacher:

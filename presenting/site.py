@@ -52,8 +52,15 @@ PYPI_GAPS = [
      "checkpoint", "kd.data.tf does not import from PyPI", "`kd.data.py` (PyGrain) pipelines"),
     ("`kauldron.kxm`, the XManager launcher", "`ImportError: cannot import name 'g3_utils' from 'etils'`",
      "sweep", "kauldron.kxm does not import from the PyPI package", "a sweep as a loop; one `kauldron.main` per run"),
-    ("JSON with `true`/`false`/`null` in a `--cfg` value", "`TypeError`: the value stays a string",
+    ("a JSON object holding `true`/`false`/`null` as the `--cfg` value of a field that holds a config"
+     " (an optimizer), as Kauldron's launcher writes one", "`TypeError`: the value stays a string",
      "cli", "the launcher's JSON of optax.adamw(0.001, nesterov=True)", "`py::` calls, or Python literals"),
+    ("an eval job whose evaluators all set `discard_opt=True`",
+     "`ModuleNotFoundError`: it restores through `kd.ckpts.PartialKauldronLoader` (orbax's unpublished `model_surgery`)",
+     "evals", "an eval job whose evaluators all set discard_opt=True fails from PyPI",
+     "leave `discard_opt` False in at least one evaluator of the job"),
+    ("`trainer.sharding.ds`, as the docs' mid-level API loops over batches", "`DeprecationWarning` raised on reading it",
+     "trainer", "trainer.sharding.ds, as the docs' mid-level API writes it", "`trainer.sharding.batch`"),
 ]
 
 
@@ -95,10 +102,11 @@ def shared_paths() -> list[tuple[str, str]]:
     """Paths any program here prints the same way: the repository is `.`, an installed
     package's directory <site-packages>, the temporary directory <tmp>, the home ~."""
     installed = {*site.getsitepackages(), site.getusersitepackages(), sysconfig.get_paths()["purelib"]}
-    paths = [(str(ROOT), ".")] + [(path, "<site-packages>") for path in sorted(installed, key=len, reverse=True)]
-    paths += [(os.path.realpath(tempfile.gettempdir()), "<tmp>"), (tempfile.gettempdir(), "<tmp>"),
+    paths = [(path, "<site-packages>") for path in installed]
+    paths += [(str(ROOT), "."), (os.path.realpath(tempfile.gettempdir()), "<tmp>"), (tempfile.gettempdir(), "<tmp>"),
               (str(pathlib.Path.home()), "~")]
-    return paths
+    # Longest first: a virtual environment inside the repository is <site-packages>, not ./.venv/...
+    return sorted(paths, key=lambda pair: len(pair[0]), reverse=True)
 
 
 def without_machine_paths(text: str, workdir: str, stem: str) -> str:

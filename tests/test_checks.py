@@ -134,6 +134,6 @@ def test_a_check_made_to_fail_in_a_real_section_shows_in_the_json(monkeypatch, t
     assert section["error"]["step"] == heading
     assert section["summary"] == f'in step "{heading}": CheckFailed: not true: {failed["claim"]}'
     out = capsys.readouterr().out
-    assert f'-> FAILED (' in out and f'1 failed): in step "{heading}"' in out
+    assert "-> FAILED (" in out and f'1 failed): in step "{heading}"' in out
     assert f"✘ FAILED: {failed['claim']}" in out
     assert "0 passed, 1 failed, 0 skipped;" in out

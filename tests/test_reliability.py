@@ -227,7 +227,7 @@ def test_ctrl_c_stops_the_run_even_when_library_code_swallows_it(monkeypatch, tm
         return SectionResult(info.number, info.slug, info.title, "passed", 0.0, "looks fine")
 
     monkeypatch.setattr(teaching, "run", run_a_section_that_swallows_ctrl_c)
-    status = tutorial_main(["kontext", "ktyping", "--jobs", "1", "--workdir", str(tmp_path / "w"),
+    status = tutorial_main(["kontext", "ktyping", "--jobs", "1", "--no-warm-start", "--workdir", str(tmp_path / "w"),
                             "--json", str(tmp_path / "r.json")])
     assert status == 130
     report = json.loads((tmp_path / "r.json").read_text())
