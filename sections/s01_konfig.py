@@ -7,36 +7,33 @@ from the command line; `konfig.resolve` makes the real calls at the end.
 """
 
 import json
-import types
 
-import jax
-import jax.numpy as jnp
-import numpy as np
 import optax
 from kauldron import konfig
 
-from sections.lesson import Lesson
-from sections.registry import section
-from sections.shared import MLP
+from harness import Lesson, section
+from harness.compare import same
 
 
 @section(1, "konfig", "A config is a call tree, and a call tree is a dict", part="glue",
-         shows="konfig.imports() records calls as ConfigDicts; edit, JSON round trip, resolve; built objects refused",
+         shows="konfig.imports() records calls as ConfigDicts; edit, JSON round trip, resolve; mock_modules in a notebook",
          reference="https://kauldron.readthedocs.io/en/latest/konfig.html")
-def config_is_a_call_tree(lesson: Lesson) -> str:
+def config_is_a_call_tree(lesson: Lesson):
     lesson.md("""
     ## Inside `konfig.imports()`, an import is a stand-in
 
     A config file imports what it names inside `with konfig.imports():`. There, `import
     optax` does not give the optax module but a stand-in (a proxy) whose calls build
-    nothing.
+    nothing. Here it is named `optax_cfg`, apart from the real `optax` imported above.
     """)
     with konfig.imports():
-        import optax as optax_cfg  # named apart from the real optax, used below to compare
+        import optax as optax_cfg
 
     print(optax_cfg)
-    lesson.check(not isinstance(optax_cfg, types.ModuleType),
-                 "inside konfig.imports(), `import optax` gives a stand-in, not a module")
+    with lesson.checks():
+        lesson.check(not isinstance(optax_cfg, types.ModuleType),
+                     "inside konfig.imports(), `import optax` gives a stand-in, not a module")
+        lesson.check(isinstance(optax, types.ModuleType), "the optax imported outside it is still the module")
 
     lesson.md("""
     ## A call is recorded, not made
@@ -47,9 +44,10 @@ def config_is_a_call_tree(lesson: Lesson) -> str:
     cfg = optax_cfg.adam(learning_rate=0.003)
     print(cfg)
     print(cfg.__qualname__)
-    lesson.check(isinstance(cfg, konfig.ConfigDict), "calling optax.adam on the stand-in gives a ConfigDict")
-    lesson.check_equal(cfg.__qualname__, "optax:adam", "the recorded call's __qualname__")
-    lesson.fact("qualname", cfg.__qualname__)
+    with lesson.checks():
+        lesson.check(isinstance(cfg, konfig.ConfigDict), "calling optax.adam on the stand-in gives a ConfigDict")
+        lesson.check_equal(cfg.__qualname__, "optax:adam", "the recorded call's __qualname__")
+        lesson.fact("qualname", cfg.__qualname__)
 
     lesson.md("""
     ## Edit it, then resolve it
@@ -62,15 +60,18 @@ def config_is_a_call_tree(lesson: Lesson) -> str:
     adam = konfig.resolve(cfg)
     cfg.learning_rate = 0.5
     print(cfg)
-    lesson.check(same_updates(adam, optax.adam(1e-4)), "resolve(cfg) updates exactly like optax.adam(learning_rate=1e-4)")
-    lesson.check(same_updates(konfig.resolve(cfg), optax.adam(0.5)),
-                 "after cfg.learning_rate = 0.5, resolving again builds adam(0.5)")
+    print(type(adam).__name__)
+    with lesson.checks():
+        lesson.check(same_updates(adam, optax.adam(1e-4)), "resolve(cfg) updates exactly like optax.adam(learning_rate=1e-4)")
+        lesson.check(same_updates(konfig.resolve(cfg), optax.adam(0.5)),
+                     "after cfg.learning_rate = 0.5, resolving again builds adam(0.5)")
 
     lesson.md("""
     ## A whole optimizer is nested dicts, and survives JSON
 
     However deep the call tree, it is nested dicts: `to_json()` writes it, and a
-    `ConfigDict` read back from that JSON resolves to the same optimizer.
+    `ConfigDict` read back from that JSON resolves to the same optimizer. optax knows
+    nothing of konfig: no base class, no registry, no decorator.
     """)
     chain = optax_cfg.chain(
         optax_cfg.clip_by_global_norm(1.0),
@@ -80,35 +81,49 @@ def config_is_a_call_tree(lesson: Lesson) -> str:
     as_json = chain.to_json()
     print(json.dumps(json.loads(as_json), indent=2))
     rebuilt = konfig.resolve(konfig.ConfigDict(json.loads(as_json)))
-    direct = optax.chain(optax.clip_by_global_norm(1.0), optax.scale_by_adam(b2=0.99),
-                         optax.scale_by_learning_rate(0.003))
-    lesson.check(same_updates(rebuilt, direct), "the chain rebuilt from JSON updates exactly like one built with optax")
+    print(type(rebuilt).__name__)
+    with lesson.checks():
+        direct = optax.chain(optax.clip_by_global_norm(1.0), optax.scale_by_adam(b2=0.99),
+                             optax.scale_by_learning_rate(0.003))
+        lesson.check(same_updates(rebuilt, direct), "the chain rebuilt from JSON updates exactly like one built with optax")
 
     lesson.md("""
-    ## A config holds configs, never built objects
+    ## In a notebook, `konfig.mock_modules()` instead
 
-    A `ConfigDict` refuses a real, already-built object such as a Flax module: a config
-    must stay a description all the way down, so that it can be written as JSON and
-    overridden by flags until it is resolved. Name the model through `konfig.imports()`
-    instead, as `configs/regression.py` does.
+    Kauldron's own advice ([konfig principles, Colab](https://kauldron.readthedocs.io/en/latest/konfig_philosophy.html#colab)):
+    never use `konfig.imports()` on Colab, where regular imports and stand-ins are easily
+    mixed up; mock the modules locally with `konfig.mock_modules()`. Inside its `with`
+    block, every module the notebook imported (`konfig` aside) is a stand-in, so calls
+    are recorded; after it, the same names are the real modules again. (It is also what
+    Kauldron's error says when a built object is put in a config: section 8.)
     """)
-    with konfig.imports():
-        from kauldron import kd as kd_cfg
+    with konfig.mock_modules():
+        adam_cfg = optax.adam(learning_rate=1e-5)  # a ConfigDict
+    optimizer = optax.adam(learning_rate=1e-5)  # the real optax again
+    print(adam_cfg)
+    print(type(optimizer).__name__)
+    with lesson.checks():
+        lesson.check(isinstance(adam_cfg, konfig.ConfigDict) and adam_cfg.__qualname__ == "optax:adam",
+                     "inside konfig.mock_modules(), optax.adam(...) records the call as a ConfigDict")
+        lesson.check(isinstance(optax, types.ModuleType) and same_updates(optimizer, konfig.resolve(adam_cfg)),
+                     "after the block optax is the module again, and its adam updates like the recorded one resolved")
+        module_type = types.ModuleType  # `types` too is a stand-in inside the block
+        with konfig.mock_modules():
+            mocked = {"json": isinstance(json, module_type), "konfig": isinstance(konfig, module_type)}
+        lesson.check_equal(mocked, {"json": False, "konfig": True},
+                           "inside the block, which names are still modules: every module but konfig is a stand-in")
+        lesson.check("interactive environments" in konfig.mock_modules.__doc__
+                     and "konfig.imports()" in konfig.mock_modules.__doc__,
+                     "konfig.mock_modules's docstring: meant for interactive environments, where konfig.imports()"
+                     " would be inconvenient", internal="reads Kauldron's docstring")
+        lesson.summary = f"{cfg.__qualname__} recorded as data; a chain survived JSON; mock_modules recorded optax.adam"
 
-        from sections import shared as shared_cfg
 
-    trainer_cfg = kd_cfg.train.Trainer()
-    error = lesson.check_raises(ValueError, lambda: setattr(trainer_cfg, "model", MLP(inputs="batch.x")),
-                                "assigning a built Flax module to a ConfigDict field")
-    print("ValueError:", str(error).split(" Got:")[0])
-    trainer_cfg.model = shared_cfg.MLP(inputs="batch.x", hidden=8)
-    print(trainer_cfg.model)
-    lesson.check("ConfigDict only accept other configurables" in str(error) and "konfig.imports()" in str(error),
-                 "the error says a ConfigDict only accepts configurables, and points to konfig.imports()")
-    lesson.check(konfig.resolve(trainer_cfg.model) == MLP(inputs="batch.x", hidden=8),
-                 "the model's description resolves to the module MLP(inputs='batch.x', hidden=8)")
-    lesson.fact("error", str(error).splitlines()[0])
-    return f"{cfg.__qualname__} recorded as data; a chain survived JSON; a built module refused"
+import types
+
+import jax
+import jax.numpy as jnp
+import numpy as np
 
 
 def updates_over_steps(transform: optax.GradientTransformation, steps: int = 3) -> list[np.ndarray]:
@@ -126,4 +141,5 @@ def updates_over_steps(transform: optax.GradientTransformation, steps: int = 3) 
 
 def same_updates(a: optax.GradientTransformation, b: optax.GradientTransformation) -> bool:
     """Whether two optimizers make exactly the same updates over a few steps."""
-    return all(np.array_equal(x, y) for x, y in zip(updates_over_steps(a), updates_over_steps(b)))
+    return same(updates_over_steps(a), updates_over_steps(b))
+

@@ -6,66 +6,97 @@ someone changes one of them, as a sweep over the run length does. `cfg.ref` writ
 reference instead: it is resolved when the config is, from whatever the field holds then.
 """
 
-import numpy as np
-import optax
 from kauldron import konfig
 
-from configs import regression
-from sections.figures import plot_schedules
-from sections.lesson import Lesson
-from sections.registry import section
-from sections.shared import event_files, read_scalars
+from configs import regression as regression_config
+from harness import Lesson, Panel, section
+from sections.parts.logs import read_scalars
 
 with konfig.imports():
     import optax as optax_cfg
 
-    from sections import shared as shared_cfg
-
-PEAK_LR, END_LR, WARMUP_STEPS = 1e-3, 1e-5, 100
+    from sections.parts import regression as regression_cfg
 
 
 @section(2, "ref", "cfg.ref: change one number, everything downstream follows", part="glue", trains=True,
          shows="a schedule that refers to num_train_steps follows an edit, a copy does not; the Trainer uses and logs it",
          reference="https://kauldron.readthedocs.io/en/latest/intro.html#config-references")
-def references_follow_edits(lesson: Lesson) -> str:
+def references_follow_edits(lesson: Lesson, workdir):
     lesson.md("""
     ## A reference, not a copy
 
-    The regression experiment gets a warmup-cosine schedule in `cfg.schedules`, twice:
-    once with `decay_steps=cfg.ref.num_train_steps`, a reference, and once with the same
-    number typed in. The optimizer's `learning_rate` is a reference too, to the first
-    schedule. Read back, a reference gives the value it points to.
+    The regression experiment (`configs/regression.py`) gets the original guide's
+    warmup-cosine schedule in `cfg.schedules`: 100 warmup steps to a peak of 1e-3, then a
+    cosine decay that ends at step `decay_steps`, here `cfg.ref.num_train_steps`, a
+    reference. Read back, a reference gives the value it points to now.
     """)
-    cfg = regression.get_config()
+    cfg = regression_config.get_config()
     cfg.num_train_steps = 1000
-    cfg.schedules = {
-        "lr": optax_cfg.warmup_cosine_decay_schedule(
-            0.0, PEAK_LR, warmup_steps=WARMUP_STEPS, decay_steps=cfg.ref.num_train_steps, end_value=END_LR),
-        "lr_copy": optax_cfg.warmup_cosine_decay_schedule(
-            0.0, PEAK_LR, warmup_steps=WARMUP_STEPS, decay_steps=1000, end_value=END_LR),
-    }
-    # adam whose state records the learning rate of each update (sections/shared.py).
-    cfg.optimizer = shared_cfg.adam_recording_lr(learning_rate=cfg.ref.schedules["lr"])
-    print(cfg.schedules["lr"].decay_steps, cfg.schedules["lr_copy"].decay_steps)
+    cfg.schedules = {"lr": optax_cfg.warmup_cosine_decay_schedule(
+        init_value=0.0, peak_value=1e-3, warmup_steps=100,
+        decay_steps=cfg.ref.num_train_steps)}  # a reference, not the value 1000
+    print(cfg.schedules["lr"].decay_steps)
     at_1000 = konfig.resolve(cfg.schedules["lr"])
-    lesson.check(same_schedule(at_1000, optax_schedule(1000), 1000),
-                 "the referring schedule resolves to optax's 1000-step schedule")
+    with lesson.checks():
+        lesson.check(same_schedule(at_1000, guide_schedule(1000), 1000),
+                     "the referring schedule resolves to optax's schedule with decay_steps=1000")
 
     lesson.md("""
-    ## One edit, and what refers to it follows
+    ## One edit, and the schedule follows
 
-    Shorten the run to 200 steps. The referring schedule now decays over 200 steps; the
-    copy still decays over 1000, so at 90% of the short run it is still near its peak.
+    Shorten the run to 200 steps and resolve the same schedule again: it now decays over
+    200 steps. At 90% of each run, the guide's table shows 3.0e-05 for 1000 steps and
+    9.5e-05 for 200: the short run is at the same point of its own decay.
     """)
     cfg.num_train_steps = 200
-    at_200, copy = konfig.resolve(cfg.schedules["lr"]), konfig.resolve(cfg.schedules["lr_copy"])
-    print(cfg.schedules["lr"].decay_steps, cfg.schedules["lr_copy"].decay_steps)
-    print(f"lr at step 180: reference {float(at_200(180)):.6f}, copy {float(copy(180)):.6f}")
-    lesson.check(same_schedule(at_200, optax_schedule(200), 200),
-                 "after the edit, the referring schedule resolves to optax's 200-step schedule")
-    lesson.check(float(copy(180)) > 0.9 * PEAK_LR, "at step 180 of 200 the copy is still within 10% of its peak")
-    lesson.fact("lr_at_step_180", {"reference": float(at_200(180)), "copy": float(copy(180))})
-    plot_schedules(lesson, at_1000, at_200, copy)
+    at_200 = konfig.resolve(cfg.schedules["lr"])
+    print("progress  lr, 1000 steps  lr, 200 steps")
+    for fraction in (0.1, 0.5, 0.9):
+        print(f"{fraction:>8.0%}  {float(at_1000(int(1000 * fraction))):14.6f}  {float(at_200(int(200 * fraction))):13.6f}")
+    with lesson.checks():
+        lesson.check(same_schedule(at_200, guide_schedule(200), 200),
+                     "after the edit, the referring schedule resolves to optax's schedule with decay_steps=200")
+        guide = {"1000": float(at_1000(900)), "200": float(at_200(180))}
+        lesson.check_equal({steps: f"{lr:.1e}" for steps, lr in guide.items()}, {"1000": "3.0e-05", "200": "9.5e-05"},
+                           "the lr at 90% of each run, as the original guide printed it")
+        lesson.fact("guide_lr_at_90_percent", guide)
+
+    lesson.md("""
+    ## A floor at the end: edit the recorded call
+
+    The guide's schedule decays to 0, so the run's last update has learning rate 0.
+    optax's `end_value` sets a floor. The schedule is a recorded call: setting a field it
+    never had adds the argument, and the reference stays a reference.
+    """)
+    cfg.schedules["lr"].end_value = 1e-5
+    print(cfg.schedules["lr"])
+    with lesson.checks():
+        lesson.check_equal(float(at_200(200)), 0.0, "the guide's 200-step schedule at step 200")
+        lesson.check_close(float(konfig.resolve(cfg.schedules["lr"])(200)), 1e-5, "with end_value=1e-5, at step 200")
+        cfg.num_train_steps = 300
+        lesson.check_equal(cfg.schedules["lr"].decay_steps, 300, "after the edit, decay_steps with num_train_steps=300")
+        cfg.num_train_steps = 200
+
+    lesson.md("""
+    ## A copy does not follow
+
+    Beside it, the same schedule with the number typed in: `decay_steps=1000`. At 90% of
+    the 200-step run, the reference is near its end, and the copy still near its peak: it
+    decays over a run five times longer than this one.
+    """)
+    cfg.schedules["lr_copy"] = optax_cfg.warmup_cosine_decay_schedule(
+        init_value=0.0, peak_value=1e-3, warmup_steps=100, decay_steps=1000, end_value=1e-5)
+    reference, copy = konfig.resolve(cfg.schedules["lr"]), konfig.resolve(cfg.schedules["lr_copy"])
+    print(f"lr at step 180: reference {float(reference(180)):.6f}, copy {float(copy(180)):.6f}")
+    with lesson.checks():
+        lesson.check(float(copy(180)) > 0.9 * 1e-3, "at step 180 of 200 the copy is still within 10% of its peak")
+        lesson.check(float(reference(180)) < 0.11 * 1e-3, "and the reference is below 11% of it")
+        lesson.fact("lr_at_step_180", {"reference": float(reference(180)), "copy": float(copy(180))})
+        lesson.plot("Section 2: a reference follows num_train_steps; a copy does not",
+                    Panel("learning rate over each run", "step", "learning rate", lines={
+                        "reference, num_train_steps=1000": curve(at_1000, 1000),
+                        "reference, num_train_steps=200": curve(at_200, 200),
+                        "copy of 1000, run of 200": curve(copy, 200)}))
 
     lesson.md("""
     ## References do arithmetic
@@ -78,38 +109,54 @@ def references_follow_edits(lesson: Lesson) -> str:
     print(cfg.schedules["lr"].warmup_steps)
     cfg.num_train_steps = 1000
     print(cfg.schedules["lr"].warmup_steps)
-    lesson.check_equal(cfg.schedules["lr"].warmup_steps, 100, "warmup_steps with num_train_steps=1000")
     cfg.num_train_steps = 200
-    lesson.check_equal(cfg.schedules["lr"].warmup_steps, 20, "warmup_steps with num_train_steps=200")
+    with lesson.checks():
+        lesson.check_equal(cfg.schedules["lr"].warmup_steps, 20, "warmup_steps, read back with num_train_steps=200")
+        cfg.num_train_steps = 1000
+        lesson.check_equal(cfg.schedules["lr"].warmup_steps, 100, "warmup_steps, read back with num_train_steps=1000")
+        cfg.num_train_steps = 200
 
     lesson.md("""
     ## The Trainer uses it, and logs it
 
-    Resolved into a Trainer and trained, the optimizer steps with the schedule it was
-    given, and `train()` logs every entry of `cfg.schedules` beside the metrics, as
-    `schedules/<name>`, at each logging step.
+    The optimizer's `learning_rate` is a reference too, to the schedule. Resolved into a
+    Trainer and trained, the optimizer steps with that schedule, and `train()` logs every
+    entry of `cfg.schedules` beside the metrics, as `schedules/<name>`, at each logging
+    step. `adam_recording_lr` (in `sections/parts/regression.py`) keeps the rate of each
+    update in the optimizer's state.
     """)
-    cfg.workdir = str(lesson.workdir)
+    cfg.optimizer = regression_cfg.adam_recording_lr(learning_rate=cfg.ref.schedules["lr"])
+    cfg.workdir = str(workdir / "run")
     state, _ = konfig.resolve(cfg).train()
-    logged = read_scalars(*event_files(lesson.workdir, "train"))
-    used = float(state.opt_state.hyperparams["learning_rate"])  # the rate of the last update
+    logged = read_scalars(workdir / "run", "train")
+    last_update = float(state.opt_state.hyperparams["learning_rate"])
     print({step: round(logged[step]["schedules/lr"], 6) for step in (0, 20, 100, 200)})
-    print(f"learning rate of the last update: {used:.6g}")
-    schedule = optax_schedule(200, warmup_steps=20)
-    lesson.check(all(np.isclose(row["schedules/lr"], float(schedule(step)), rtol=1e-6) for step, row in logged.items()),
-                 "schedules/lr logged at every logging step = the 200-step schedule with 20 warmup steps")
-    lesson.check_close(used, float(schedule(200)), "the learning rate of the optimizer's last update (step 200),"
-                       " the referring schedule's end value")
-    lesson.fact("optimizer_lr_last_update", used)
-    return (f"lr at step 180: {float(at_200(180)):.6f} by reference, {float(copy(180)):.6f} by copy;"
-            f" the Trainer used and logged the referring schedule")
+    print(f"learning rate of the last update: {last_update:.6g}")
+    with lesson.checks():
+        schedule = guide_schedule(200, warmup_steps=20, end_value=1e-5)
+        lesson.check(all(abs(row["schedules/lr"] - float(schedule(step))) <= 1e-6 * float(schedule(step))
+                         for step, row in logged.items()) and sorted(logged) == list(range(0, 201, 10)),
+                     "schedules/lr logged every 10 steps from 0 to 200 = optax's 200-step schedule, 20 warmup steps, end 1e-5")
+        lesson.check_close(last_update, float(schedule(200)),
+                           "the learning rate of the optimizer's last update (step 200): the schedule's end value")
+        lesson.fact("optimizer_lr_last_update", last_update)
+        lesson.summary = (f"lr at 90%: {guide['1000']:.1e} of 1000 steps, {guide['200']:.1e} of 200 (the guide's);"
+                          f" at step 180, {float(reference(180)):.6f} by reference, {float(copy(180)):.6f} by copy")
 
 
-def optax_schedule(total_steps: int, warmup_steps: int = WARMUP_STEPS):
-    """The same schedule built directly with optax, to compare with."""
-    return optax.warmup_cosine_decay_schedule(0.0, PEAK_LR, warmup_steps, total_steps, end_value=END_LR)
+import numpy as np
+import optax
+
+
+def guide_schedule(decay_steps: int, warmup_steps: int = 100, end_value: float = 0.0):
+    """The schedule built directly with optax, to compare with."""
+    return optax.warmup_cosine_decay_schedule(0.0, 1e-3, warmup_steps, decay_steps, end_value=end_value)
 
 
 def same_schedule(a, b, steps: int) -> bool:
     """Whether two schedules agree at every step of a run (optax schedules take arrays)."""
     return np.allclose(a(np.arange(steps + 1)), b(np.arange(steps + 1)), rtol=1e-6)
+
+
+def curve(schedule, steps: int) -> tuple[list[int], list[float]]:
+    return list(range(steps + 1)), np.asarray(schedule(np.arange(steps + 1))).tolist()

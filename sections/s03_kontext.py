@@ -7,16 +7,11 @@ what it does not need is to know where they live. It declares *key paths* such a
 `"preds.logits"`, and kontext fetches exactly those values for it.
 """
 
-import ast
 import dataclasses
-import importlib.util
-import pathlib
 
 import numpy as np
 from kauldron import kontext
-
-from sections.lesson import Lesson
-from sections.registry import section
+from harness import Lesson, section
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,7 +35,7 @@ class MeanGap:
 @section(3, "kontext", "kontext: parts are wired by key paths, so they never import each other", part="glue",
          shows="key paths into dicts, lists and attributes; a keyed object gets its arrays; a wrong key's error",
          reference="https://kauldron.readthedocs.io/en/latest/kontext.html")
-def key_paths_wire_the_parts(lesson: Lesson) -> str:
+def key_paths_wire_the_parts(lesson: Lesson):
     lesson.md("""
     ## A key path reaches into dicts, lists and attributes
 
@@ -54,24 +49,33 @@ def key_paths_wire_the_parts(lesson: Lesson) -> str:
     }
     for path in ("batch.image", "preds.logits", "preds.aux[0].pos", "head.scale"):
         print(f"{path:18} -> {kontext.get_by_path(context, path).shape}")
-    for path, value in {"batch.image": context["batch"]["image"], "preds.logits": context["preds"]["logits"],
-                        "preds.aux[0].pos": context["preds"]["aux"][0]["pos"], "head.scale": context["head"].scale}.items():
-        lesson.check(kontext.get_by_path(context, path) is value,
-                     f"get_by_path(context, {path!r}) returns that very array, not a copy")
+    with lesson.checks():
+        for path, value in {"batch.image": context["batch"]["image"], "preds.logits": context["preds"]["logits"],
+                            "preds.aux[0].pos": context["preds"]["aux"][0]["pos"],
+                            "head.scale": context["head"].scale}.items():
+            lesson.check(kontext.get_by_path(context, path) is value,
+                         f"get_by_path(context, {path!r}) returns that very array, not a copy")
 
     lesson.md("""
     ## A keyed object names its inputs; kontext fetches them
 
-    `MeanGap` declares two `kontext.Key` fields. `kontext.resolve_from_keyed_obj` reads
-    them and returns the keyword arguments to call it with: each one exactly the array its
-    key names. This is how the Trainer calls every loss and metric.
+    `MeanGap` (above) declares two `kontext.Key` fields.
+    `kontext.resolve_from_keyed_obj` reads them and returns the keyword arguments to call
+    it with: each one exactly the array its key names. This is how the Trainer calls every loss and metric, on the context it
+    fills at each step (`kd.train.Context`): its prefixes include `batch`, `preds`,
+    `interms` (what Flax captured inside the model), `params`, `grads` and
+    `loss_states`. Section 6 reads an inner layer through `interms`.
     """)
     metric = MeanGap(preds="preds.logits", targets="batch.label")
     kwargs = kontext.resolve_from_keyed_obj(context, metric)
     print({name: value.shape for name, value in kwargs.items()}, metric(**kwargs))
-    lesson.check(kwargs["preds"] is context["preds"]["logits"] and kwargs["targets"] is context["batch"]["label"],
-                 "resolve_from_keyed_obj gives MeanGap exactly the arrays its keys name, as keyword arguments")
-    lesson.fact("mean_gap", metric(**kwargs))
+    with lesson.checks():
+        lesson.check(kwargs["preds"] is context["preds"]["logits"] and kwargs["targets"] is context["batch"]["label"],
+                     "resolve_from_keyed_obj gives MeanGap exactly the arrays its keys name, as keyword arguments")
+        lesson.fact("mean_gap", metric(**kwargs))
+        lesson.check({"batch", "preds", "interms", "params", "grads", "loss_states"} <= set(context_fields()),
+                     "kd.train.Context has the fields batch, preds, interms, params, grads and loss_states",
+                     internal="reads Kauldron's source")
 
     lesson.md("""
     ## Point it elsewhere by changing a string
@@ -82,8 +86,9 @@ def key_paths_wire_the_parts(lesson: Lesson) -> str:
     repointed = dataclasses.replace(metric, preds="head.scale")
     kwargs = kontext.resolve_from_keyed_obj(context, repointed)
     print(repointed, repointed(**kwargs))
-    lesson.check(kwargs["preds"] is context["head"].scale, "after the change, preds is the attribute head.scale")
-    lesson.fact("mean_gap_repointed", repointed(**kwargs))
+    with lesson.checks():
+        lesson.check(kwargs["preds"] is context["head"].scale, "after the change, preds is the attribute head.scale")
+        lesson.fact("mean_gap_repointed", repointed(**kwargs))
 
     lesson.md("""
     ## A wrong key says what it could have meant
@@ -92,32 +97,30 @@ def key_paths_wire_the_parts(lesson: Lesson) -> str:
     resolve, and the paths that exist nearby.
     """)
     typo = MeanGap(preds="preds.logit", targets="batch.label")
-    error = lesson.check_raises(KeyError, lambda: kontext.resolve_from_keyed_obj(context, typo),
-                                "resolving MeanGap(preds='preds.logit')")
-    print(str(error.args[0]))
-    lesson.check("Couldn't resolve path for 'preds'" in str(error) and "'preds.logits'" in str(error),
-                 "the error names the field preds and suggests 'preds.logits'")
-    lesson.fact("missing_path_error", str(error.args[0]))
+    try:
+        kontext.resolve_from_keyed_obj(context, typo)
+    except KeyError as error:
+        print(error.args[0])
+    with lesson.checks():
+        error = lesson.check_raises(KeyError, lambda: kontext.resolve_from_keyed_obj(context, typo),
+                                    "resolving MeanGap(preds='preds.logit')")
+        lesson.check("Couldn't resolve path for 'preds'" in str(error) and "'preds.logits'" in str(error),
+                     "the error names the field preds and suggests 'preds.logits'")
+        lesson.fact("missing_path_error", str(error.args[0]))
+        lesson.summary = ("4 paths resolved (an attribute among them); MeanGap rewired by a string;"
+                          " a typo's error suggests the path")
 
-    lesson.md("""
-    ## In a Trainer, the context holds every step's values
 
-    The context a Trainer fills at each step (`kd.train.Context`) has these prefixes,
-    among others: `batch`, `preds`, `interms` (what Flax captured inside the model),
-    `params`, `grads` and `loss_states`. Section 6 reads an inner layer through
-    `interms`; section 14 lists every key of a real step.
-    """)
-    fields = context_fields()
-    print(fields)
-    lesson.check({"batch", "preds", "interms", "params", "grads", "loss_states"} <= set(fields),
-                 "kd.train.Context has the fields batch, preds, interms, params, grads and loss_states", internal=True)
-    return "4 paths resolved (an attribute among them); MeanGap rewired by a string; a typo's error suggests the path"
+import ast
+import importlib.util
+import pathlib
 
 
 def context_fields() -> list[str]:
     """The fields of kd.train.Context, read from its source: importing kauldron.train
     would load TensorFlow, which this lesson does not need."""
     path = pathlib.Path(importlib.util.find_spec("kauldron").origin).parent / "train" / "context.py"
-    tree = ast.parse(path.read_text())
-    (context,) = [node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == "Context"]
+    (context,) = [node for node in ast.parse(path.read_text()).body
+                  if isinstance(node, ast.ClassDef) and node.name == "Context"]
     return [node.target.id for node in context.body if isinstance(node, ast.AnnAssign)]
+

@@ -3,23 +3,44 @@
 A loss subclasses `kd.losses.Loss`, names its inputs with kontext keys and implements
 `get_values`; the base class does the rest: weighting, masking, and averaging into a state
 that merges. A metric is not a number but such a *state*. The two this lesson studies,
-`LogCosh` and `WithinTol`, live in `sections/shared.py` (shown below), where the
-Trainer lessons use them.
+`LogCosh` and `WithinTol`, live in `sections/parts/regression.py` (shown below), where the
+Trainer lessons use them; `MedianAbsError`, a metric that is not an average, comes first.
 """
 
+import dataclasses
+
+import flax
+import jax
 import jax.numpy as jnp
 import numpy as np
-from kauldron import kd
+from kauldron import kd, kontext
 
-from sections.lesson import Lesson
-from sections.registry import section
-from sections.shared import LogCosh, WithinTol
+from harness import Lesson, section
+from sections.parts.regression import LogCosh, WithinTol
+
+
+@dataclasses.dataclass(eq=True, frozen=True, kw_only=True)
+class MedianAbsError(kd.metrics.Metric):
+    """The median of |preds - targets| over every batch seen: not an average, so no sum merges it."""
+
+    preds: kontext.Key = kontext.REQUIRED
+    targets: kontext.Key = kontext.REQUIRED
+
+    @flax.struct.dataclass
+    class State(kd.metrics.AutoState):
+        errors: jax.Array = kd.metrics.concat_field()  # merged by concatenating: every error is kept
+
+        def compute(self):
+            return np.median(self.finalize().errors)  # finalize() joins what the merges kept
+
+    def get_state(self, preds, targets):
+        return self.State(errors=jnp.abs(preds - targets).reshape(-1))
 
 
 @section(5, "loss-metric", "A custom loss and a custom metric, in the shape Kauldron expects", part="parts",
-         shows="a kd.losses.Loss with weight and a mask from the context; a kd.metrics.Metric state that merges",
+         shows="a kd.losses.Loss with weight and a mask from the context; metric states that merge: AverageState, AutoState",
          reference="https://kauldron.readthedocs.io/en/latest/metrics.html")
-def loss_and_metric(lesson: Lesson) -> str:
+def loss_and_metric(lesson: Lesson):
     lesson.md("""
     ## A loss implements `get_values`; the base class averages and weighs
 
@@ -36,12 +57,14 @@ def loss_and_metric(lesson: Lesson) -> str:
         "kd.losses.L2": float(kd.losses.L2(preds="preds.y", targets="batch.y")(preds=preds, targets=targets)),
     }
     print({name: round(value, 6) for name, value in values.items()})
-    error = np.asarray(preds) - np.asarray(targets)
-    lesson.check_close(values["LogCosh"], float(np.mean(np.log(np.cosh(error)))),
-                       "LogCosh = numpy's mean(log(cosh(preds - targets)))", rel=1e-5)
-    lesson.check_equal(values["LogCosh, weight=0.5"], values["LogCosh"] * 0.5, "LogCosh with weight=0.5")
-    lesson.check_close(values["kd.losses.L2"], float(np.mean(error ** 2)), "kd.losses.L2 = the mean squared error", rel=1e-5)
-    lesson.fact("losses", values)
+    with lesson.checks():
+        error = np.asarray(preds) - np.asarray(targets)
+        lesson.check_close(values["LogCosh"], float(np.mean(np.log(np.cosh(error)))),
+                           "LogCosh = numpy's mean(log(cosh(preds - targets)))", rel=1e-5)
+        lesson.check_equal(values["LogCosh, weight=0.5"], values["LogCosh"] * 0.5, "LogCosh with weight=0.5")
+        lesson.check_close(values["kd.losses.L2"], float(np.mean(error ** 2)), "kd.losses.L2 = the mean squared error",
+                           rel=1e-5)
+        lesson.fact("losses", values)
 
     lesson.md("""
     ## In training, the loss reads its inputs from the context
@@ -52,7 +75,8 @@ def loss_and_metric(lesson: Lesson) -> str:
     """)
     context = {"step": 0, "preds": {"y": preds}, "batch": {"y": targets, "mask": jnp.asarray([[1.0]] * 3 + [[0.0]] * 5)}}
     print(round(float(loss(context=context)), 6))
-    lesson.check_equal(float(loss(context=context)), values["LogCosh"], "LogCosh read from a context by its keys")
+    with lesson.checks():
+        lesson.check_equal(float(loss(context=context)), values["LogCosh"], "LogCosh read from a context by its keys")
 
     lesson.md("""
     ## A mask is a key too
@@ -64,44 +88,66 @@ def loss_and_metric(lesson: Lesson) -> str:
     """)
     masked = LogCosh(preds="preds.y", targets="batch.y", mask="batch.mask")
     print(f"with the mask key {float(masked(context=context)):.6f}, without it {float(loss(context=context)):.6f}")
-    without_mask = {**context, "batch": {"y": targets}}
-    lesson.check_close(float(masked(context=context)), float(np.mean(np.log(np.cosh(error[:3])))),
-                       "LogCosh with mask='batch.mask' = the mean over the 3 rows the mask keeps", rel=1e-5)
-    lesson.check_equal(float(loss(context=context)), values["LogCosh"],
-                       "LogCosh without a mask key, on the same context: unmasked")
-    lesson.check_raises(KeyError, lambda: masked(context=without_mask), "mask='batch.mask' on a context with no batch.mask")
-    lesson.fact("masked_logcosh", float(masked(context=context)))
+    with lesson.checks():
+        lesson.check_close(float(masked(context=context)), float(np.mean(np.log(np.cosh(error[:3])))),
+                           "LogCosh with mask='batch.mask' = the mean over the 3 rows the mask keeps", rel=1e-5)
+        lesson.check_equal(float(loss(context=context)), values["LogCosh"],
+                           "LogCosh without a mask key, on the same context: unmasked")
+        lesson.check_raises(KeyError, lambda: masked(context={**context, "batch": {"y": targets}}),
+                            "mask='batch.mask' on a context with no batch.mask")
+        lesson.fact("masked_logcosh", float(masked(context=context)))
 
     lesson.md("""
     ## A metric's value is a state that merges
 
-    `WithinTol` counts the predictions within `tol` of their target. Its state keeps hits
-    and totals apart, so merging the states of a batch of 6 rows and one of 2 gives the
-    pooled ratio over all 8, not the mean of the two batches' ratios. This is how an
-    evaluator combines its batches (section 9).
+    `WithinTol` counts the predictions within `tol` of their target. Its state is
+    `kd.metrics.AverageState`, Kauldron's state for every metric that averages
+    (`kd.metrics.Accuracy` has it too): `total` sums the values, here the hits, and
+    `count` counts them. Merging adds each, so merging the states of a batch of 6 rows
+    and one of 2 gives the pooled ratio over all 8, not the mean of the two batches'
+    ratios. This is how an evaluator combines its batches (section 9).
     """)
     metric = WithinTol(preds="preds.y", targets="batch.y", tol=0.5)
     big, small = metric.get_state(preds=preds[:6], targets=targets[:6]), metric.get_state(preds=preds[6:], targets=targets[6:])
     merged = big.merge(small)
     for name, state in {"6 rows": big, "2 rows": small, "merged": merged}.items():
-        print(f"{name:7} {float(state.n_hit):>3.0f} / {float(state.n_total):>2.0f} = {float(state.compute()):.4f}")
-    print(f"the mean of the two rates would be {(float(big.compute()) + float(small.compute())) / 2:.4f}")
-    lesson.check_equal(float(merged.compute()), float(np.mean(np.abs(error) < 0.5)),
-                       "the merged state's value = the pooled ratio over all 8 rows")
-    lesson.check_equal(float(small.merge(big).compute()), float(merged.compute()), "merging in the other order")
-    lesson.fact("merged_ratio", float(merged.compute()))
+        print(f"{name:7} {float(state.total):>3.0f} / {float(state.count):>2.0f} = {float(state.compute()):.4f}")
+    print(f"the mean of the two rates: {(float(big.compute()) + float(small.compute())) / 2:.4f}")
+    with lesson.checks():
+        lesson.check(issubclass(WithinTol.State, kd.metrics.AverageState)
+                     and issubclass(kd.metrics.Accuracy.State, kd.metrics.AverageState),
+                     "WithinTol's state, like kd.metrics.Accuracy's, is an AverageState")
+        lesson.check_equal(float(merged.compute()), float(np.mean(np.abs(error) < 0.5)),
+                           "the merged state's value = the pooled ratio over all 8 rows")
+        lesson.check_equal(float(small.merge(big).compute()), float(merged.compute()), "merging in the other order")
+        lesson.fact("merged_ratio", float(merged.compute()))
 
     lesson.md("""
-    ## `AverageState` is the usual state; `AutoState` is for custom merges
+    ## `AutoState`, for a state that is not an average
 
-    Metrics that average, such as `kd.metrics.Accuracy`, keep a total and a count in a
-    `kd.metrics.AverageState`, the usual state, which merges the same pooled way. `WithinTol` uses
-    `kd.metrics.AutoState` instead, whose fields say how each one merges (`sum_field`,
-    `concat_field`, ...): the tool for states that are not an average.
+    A median cannot be merged from sums: the median of 8 rows is not made from the
+    medians of 6 and of 2. `kd.metrics.AutoState` builds a state from fields that each
+    say how they merge (`sum_field`, `max_field`, `concat_field`, ...). `MedianAbsError`
+    (above) keeps every error in a `concat_field`, and takes the median of all of them
+    when it is computed. The price: its state grows with every batch.
     """)
-    print("kd.metrics.Accuracy.State:", kd.metrics.Accuracy.State.__bases__)
-    print("WithinTol.State:", WithinTol.State.__bases__)
-    lesson.check(issubclass(kd.metrics.Accuracy.State, kd.metrics.AverageState),
-                 "kd.metrics.Accuracy's state is an AverageState")
-    lesson.check(issubclass(WithinTol.State, kd.metrics.AutoState), "WithinTol's state is an AutoState")
-    return f"LogCosh {values['LogCosh']:.4f}, masked by the context's mask; WithinTol merged to the pooled ratio"
+    median = MedianAbsError(preds="preds.y", targets="batch.y")
+    big, small = median.get_state(preds=preds[:6], targets=targets[:6]), median.get_state(preds=preds[6:], targets=targets[6:])
+    merged = big.merge(small)
+    for name, state in {"6 rows": big, "2 rows": small, "merged": merged}.items():
+        print(f"{name:7} {state.finalize().errors.size:>2} errors, median {float(state.compute()):.4f}")
+    print(f"the mean of the two medians: {(float(big.compute()) + float(small.compute())) / 2:.4f}")
+    with lesson.checks():
+        lesson.check(issubclass(MedianAbsError.State, kd.metrics.AutoState), "MedianAbsError's state is an AutoState")
+        lesson.check_equal(merged.finalize().errors.size, big.finalize().errors.size + small.finalize().errors.size,
+                           "the errors the merged state keeps: all of both batches'")
+        lesson.check_close(float(merged.compute()), float(np.median(np.abs(error))),
+                           "the merged state's median = numpy's median of all 32 errors", rel=1e-6)
+        lesson.check_close(float(small.merge(big).compute()), float(merged.compute()), "merging in the other order",
+                           rel=1e-6)
+        lesson.check(abs((float(big.compute()) + float(small.compute())) / 2 - float(merged.compute())) > 1e-3,
+                     "here, the mean of the two batches' medians is not the median of all rows")
+        lesson.fact("merged_median", float(merged.compute()))
+        lesson.summary = (f"LogCosh {values['LogCosh']:.4f}, masked by the context's mask; WithinTol (AverageState) merged"
+                          f" to the pooled ratio {float(metric.get_state(preds=preds, targets=targets).compute()):.4f};"
+                          f" MedianAbsError (AutoState) to the median of all rows")

@@ -4,22 +4,19 @@
 the model, the losses and metrics, the optimizer, and where it writes. This lesson builds
 one from the experiment's config file, looks at its data and parameters before training,
 trains it with `train()`, and then runs the core of `train()` by hand to see one step up
-close.
+close, and what `train()` adds around it.
 """
 
-import dataclasses
-import inspect
+import itertools
 
 import jax
 import numpy as np
 from kauldron import kd, konfig
 
-from configs import regression
-from sections.figures import plot_training
-from sections.lesson import Lesson
-from sections.registry import section
-from sections.recompute import check_batch_stats, enc_norm_by_hand, max_difference
-from sections.shared import MLP, event_files, read_scalars
+from configs import regression as regression_config
+from harness import Lesson, Panel, section
+from harness.compare import max_difference
+from sections.parts.logs import read_scalars
 
 with konfig.imports():
     from kauldron import kd as kd_cfg  # builds config entries, as a config file does
@@ -28,28 +25,32 @@ with konfig.imports():
 @section(6, "trainer", "A Trainer, end to end", part="training", trains=True,
          shows="configs/regression.py resolved into a kd.train.Trainer: kd.inspect, train(), and its step by hand",
          reference="https://kauldron.readthedocs.io/en/latest/eval.html#training")
-def trainer_end_to_end(lesson: Lesson) -> str:
+def trainer_end_to_end(lesson: Lesson, workdir):
     lesson.md("""
     ## The experiment is a config file
 
-    `configs/regression.py` describes the data, model, losses, metrics and optimizer as a
-    `ConfigDict` (section 1): nothing is built yet, so anything can still be changed. Here
-    the lesson points the run at its workdir, shortens it, and adds one metric that reads
-    an *inner* layer: `kd.metrics.Norm` on `interms.enc.__call__[0]`, the output of the
-    Dense layer named `enc`, which Flax captures without any change to the model.
-    `konfig.resolve` then builds the `kd.train.Trainer` the config describes. The model's
-    field `inputs` names its argument; its value, `"batch.x"`, is the key path it is fed.
+    `configs/regression.py` (below) describes the data, model, losses, metrics and
+    optimizer as a `ConfigDict` (section 1): nothing is built yet, so anything can still
+    be changed. Here the run is pointed at the workdir, shortened to 50 steps, saves a
+    checkpoint every 25 steps, and gets one more metric, which reads an *inner* layer:
+    `kd.metrics.Norm` on `interms.enc.__call__[0]`, the output of the Dense layer named
+    `enc`, which Flax captures without any change to the model. `konfig.resolve` then
+    builds the `kd.train.Trainer` the config describes: frozen, like every object it
+    holds. The model's field `inputs` names its argument; its value, `"batch.x"`, is the
+    key path it is fed.
     """)
-    cfg = regression.get_config()
-    cfg.workdir = str(lesson.workdir)  # where train() writes; absolute
+    cfg = regression_config.get_config()
+    cfg.workdir = str(workdir)  # where train() writes; absolute
     cfg.num_train_steps = 50
+    cfg.checkpointer = kd_cfg.ckpts.Checkpointer(save_interval_steps=25)
     cfg.train_metrics["enc_norm"] = kd_cfg.metrics.Norm(tensor="interms.enc.__call__[0]")
     trainer = konfig.resolve(cfg)
     print(trainer.model)
-    lesson.check_equal((type(trainer.model), trainer.model.inputs), (MLP, "batch.x"),
-                       "the resolved model's class, and the key path its `inputs` field holds")
-    lesson.check_raises(dataclasses.FrozenInstanceError, lambda: setattr(trainer, "num_train_steps", 5),
-                        "changing a field of the resolved Trainer")
+    with lesson.checks():
+        lesson.check_equal((type(trainer.model), trainer.model.inputs), (MLP, "batch.x"),
+                           "the resolved model's class, and the key path its `inputs` field holds")
+        lesson.check_raises(dataclasses.FrozenInstanceError, lambda: setattr(trainer, "num_train_steps", 5),
+                            "changing a field of the resolved Trainer")
 
     lesson.md("""
     ## Look before you train
@@ -58,67 +59,182 @@ def trainer_end_to_end(lesson: Lesson) -> str:
     builds the parameters from the data's element spec alone: their shapes are the first
     thing to check when a model misbehaves.
     """)
-    spec = kd.inspect.json_spec_like(trainer.train_ds.element_spec)
-    print("element spec:", spec)
+    print("element spec:", kd.inspect.json_spec_like(trainer.train_ds.element_spec))
     stats = kd.inspect.get_batch_stats(next(iter(trainer.train_ds)))
     print(stats.to_string(index=False))
-    state = trainer.init_state()
-    print("params:", jax.tree.map(np.shape, state.params))
-    lesson.check_equal(spec, {"x": "f32[32 16]", "y": "f32[32 1]"}, "the pipeline's element spec")
-    check_batch_stats(lesson, stats, next(iter(trainer.train_ds)))
-    lesson.check_equal(jax.tree.map(np.shape, state.params),
-                       {"enc": {"bias": (32,), "kernel": (16, 32)}, "out": {"bias": (1,), "kernel": (32, 1)}},
-                       "the parameter shapes init_state() built from the element spec")
+    print("params:", jax.tree.map(np.shape, trainer.init_state().params))
+    with lesson.checks():
+        lesson.check_equal(kd.inspect.json_spec_like(trainer.train_ds.element_spec),
+                           {"x": "f32[32 16]", "y": "f32[32 1]"}, "the pipeline's element spec")
+        first_batch = next(iter(trainer.train_ds))
+        for row in stats.to_dict("records"):
+            values = np.asarray(first_batch[row["Name"].removeprefix("batch.")])
+            lesson.check_close(row["Mean"], float(values.mean()), f"get_batch_stats' mean of {row['Name']}", rel=1e-5)
+            lesson.check_equal((row["Min"], row["Max"]), (float(values.min()), float(values.max())),
+                               f"get_batch_stats' min and max of {row['Name']}")
+        lesson.check_equal(jax.tree.map(np.shape, trainer.init_state().params),
+                           {"enc": {"bias": (32,), "kernel": (16, 32)}, "out": {"bias": (1,), "kernel": (32, 1)}},
+                           "the parameter shapes init_state() built from the element spec")
 
     lesson.md("""
     ## Train it
 
     `train()` runs the loop. It is more than a loop: it restores the latest checkpoint and
-    saves new ones (section 9), runs the evaluators (sections 9 and 15), writes the config
-    and every logged metric to the workdir, places each batch on the devices with the
-    Trainer's sharding (section 11), and runs under `jax.transfer_guard("disallow")`, so a
-    host-device copy that nobody asked for fails loudly. It runs steps 0 to
-    `num_train_steps` inclusive: `num_train_steps + 1` updates.
+    saves new ones (section 9), runs the evaluators (sections 9 and 15), and writes the
+    config and every logged metric to the workdir. It runs steps 0 to `num_train_steps`
+    inclusive: `num_train_steps + 1` updates. At each step it evaluates and saves
+    *before* the update: the last checkpoint, `ckpt_50`, holds the state after 50
+    updates, and the state `train()` returns, after 51, is saved nowhere. Keep it
+    yourself if you need it (a resumed run redoes update 50 instead).
+    `checkpointer.restore(state)` reads the latest checkpoint back into a state of the
+    right structure. Ask a Trainer built again from the config: the one that saved
+    refuses to restore the `TrainState` alone, as its checkpoint manager was made for the
+    whole checkpoint (the data pipeline's position too).
     """)
     state, aux = trainer.train()
-    print("state.step:", int(state.step))
+    print("state.step:", int(state.step), " checkpoints:", trainer.checkpointer.all_steps)
     print("last step:", {k: round(float(v), 4) for k, v in aux.compute().metric_values.items()})
-    logged = read_scalars(*event_files(trainer.workdir, "train"))
+    logged = read_scalars(workdir, "train")
     print("logcosh logged:", {step: round(row["losses/logcosh"], 4) for step, row in logged.items()})
-    lesson.check_equal(int(state.step), cfg.num_train_steps + 1, "state.step after train() with num_train_steps=50")
-    lesson.check(logged[50]["losses/logcosh"] * 10 <= logged[0]["losses/logcosh"],
-                 "the logged training loss fell at least 10x from step 0 to step 50")
-    lesson.check({"config.json", "element_spec.json", "train"} <= {p.name for p in lesson.workdir.iterdir()},
-                 "train() wrote config.json, element_spec.json and the train/ metrics to the workdir")
-    lesson.check("transfer_guard" in inspect.getsource(kd.train.train_loop.train_impl),
-                 "the training loop runs under a jax transfer guard", internal=True)
-    plot_training(lesson, logged)
+    # The latest checkpoint, read back by a Trainer built again from the config:
+    saved = konfig.resolve(cfg).checkpointer.restore(trainer.init_state())
+    print("the latest checkpoint's state.step:", int(saved.step))
+    with lesson.checks():
+        lesson.check_equal(int(state.step), cfg.num_train_steps + 1, "state.step after train() with num_train_steps=50")
+        lesson.check_equal(list(trainer.checkpointer.all_steps), [0, 25, 50], "the checkpoints of a 50-step run")
+        lesson.check((int(saved.step), int(saved.opt_state[0].count)) == (50, 50)
+                     and max_difference(saved.params, state.params) > 1e-3,
+                     "the latest checkpoint holds the state before the last update (step 50, 50 Adam updates),"
+                     " not the state train() returned")
+        refusal = lesson.check_raises(ValueError, lambda: trainer.checkpointer.restore(trainer.init_state()),
+                                      "the Trainer that saved, restoring the TrainState alone")
+        lesson.check("Composite" in str(refusal), f"it wants the whole checkpoint: {str(refusal).splitlines()[0]}")
+        lesson.check(logged[50]["losses/logcosh"] * 10 <= logged[0]["losses/logcosh"],
+                     "the logged training loss fell at least 10x from step 0 to step 50")
+        lesson.check({"config.json", "element_spec.json", "train"} <= {p.name for p in workdir.iterdir()},
+                     "train() wrote config.json, element_spec.json and the train/ metrics to the workdir")
+        steps = sorted(logged)
+        lesson.plot("Section 6: train() on the regression config",
+                    Panel("training loss", "step", "logcosh (log scale)", log_y=True,
+                          lines={"logcosh": (steps, [logged[k]["losses/logcosh"] for k in steps])}),
+                    Panel("an inner layer, read by key path", "step", "mean row norm",
+                          lines={"enc_norm ('interms.enc.__call__[0]')":
+                                 (steps, [logged[k]["metrics/enc_norm"] for k in steps])}))
 
     lesson.md("""
     ## The core of `train()`, by hand
 
     Strip away checkpoints, evaluators and logging and what is left is the Trainer's own
-    train step, called on one batch after another. Called by hand from the same initial
-    state, it lands on the same parameters as `train()`. Asked for them, it also returns the
-    step's loss and metric states. The step *donates* the state it is given: XLA may reuse
-    its buffers for the new state, and jax deletes the old arrays, so a donated state must
-    never be used again. The batch is not donated.
+    train step, called on one batch after another: Kauldron's docs call it the mid-level
+    API. `state = trainer.init_state()`, then `state, aux = trainer.trainstep.step(state,
+    batch)` for each batch of `trainer.train_ds.device_put(sharding)`, which places each
+    batch on the devices with that sharding, as `train()` does with the Trainer's
+    (section 11). The docs write the sharding as `trainer.sharding.ds`, which this
+    Kauldron refuses: it is `trainer.sharding.batch` now. The pipeline never ends
+    (`num_epochs=None`), so the loop takes the first 50 batches. From the same initial
+    state and the same batches, it reaches the state of the latest checkpoint: the state
+    before `train()`'s last update.
     """)
-    state_by_hand, batches = trainer.init_state(), iter(trainer.train_ds)
-    for step in range(cfg.num_train_steps + 1):
-        given, batch = state_by_hand, jax.device_put(next(batches))
-        params_in = jax.tree.map(np.array, given.params)  # a copy: the step deletes `given`
-        state_by_hand, aux = trainer.trainstep.step(given, batch, return_losses=True, return_metrics=True)
+    try:
+        print(trainer.sharding.ds)  # as Kauldron's docs write it
+    except DeprecationWarning as e:
+        print("trainer.sharding.ds ->", e)
+    state_by_hand = trainer.init_state()
+    batches = iter(trainer.train_ds.device_put(trainer.sharding.batch))
+    for batch in itertools.islice(batches, cfg.num_train_steps):  # steps 0 to 49
+        state_by_hand, aux = trainer.trainstep.step(state_by_hand, batch)
+    print("state.step by hand:", int(state_by_hand.step))
+    with lesson.checks():
+        lesson.check_raises(DeprecationWarning, lambda: trainer.sharding.ds,
+                            "trainer.sharding.ds, as the docs' mid-level API writes it: reading it")
+        lesson.check_equal(batch["x"].sharding, trainer.sharding.batch,
+                           "a batch device_put placed: its sharding is the Trainer's batch sharding")
+        lesson.check(max_difference(state_by_hand.params, saved.params) < 1e-5,
+                     "50 steps by hand from init_state() reach the latest checkpoint's parameters (within 1e-5)")
+        params_at_50 = jax.tree.map(np.array, state_by_hand.params)  # a copy: the next step deletes them
+
+    lesson.md("""
+    ## What `train()` adds around the step: a transfer guard
+
+    `train()` runs its loop under `jax.transfer_guard("disallow")`, so a copy from host
+    to device that nobody asked for fails loudly. The pipeline yields numpy arrays: given
+    one, the step has jax copy it to the device implicitly, which the guard refuses. The
+    loop above placed its batches explicitly, so its steps run under the guard too. Here
+    is step 50, as `train()` runs it, asked also for the step's loss and metric states.
+    The step *donates* the state it is given: XLA may reuse its buffers for the new
+    state, and jax deletes the old arrays, so a donated state must never be used again.
+    The batch is not donated.
+    """)
+    with jax.transfer_guard("disallow"):
+        try:
+            trainer.trainstep.step(trainer.init_state(), next(iter(trainer.train_ds)))
+        except jax.errors.JaxRuntimeError as e:
+            print("a numpy batch:", str(e).split(", dst_sharding")[0])
+        batch = next(batches)  # placed by device_put
+        final_by_hand, aux = trainer.trainstep.step(state_by_hand, batch, return_losses=True, return_metrics=True)
     values = {name: float(s.compute()) for name, s in {**aux.loss_states, **aux.metric_states}.items()}
-    print("last step by hand:", {name: round(value, 4) for name, value in values.items()})
-    lesson.check(max_difference(state_by_hand.params, state.params) < 1e-5,
-                 "51 steps by hand from init_state() reach train()'s parameters (within 1e-5)")
-    lesson.check(all(p.is_deleted() for p in jax.tree.leaves(given.params)),
-                 "the step deleted the state it was given (donated)")
-    lesson.check(not batch["x"].is_deleted(), "the step did not donate the batch: it is still there")
-    lesson.check_close(values["enc_norm"], enc_norm_by_hand(params_in, batch["x"]),
-                       "enc_norm at the last step = the mean row norm of enc's output, by hand", rel=1e-5)
-    lesson.fact("logcosh", {str(step): logged[step]["losses/logcosh"] for step in (0, 50)})
-    lesson.fact("enc_norm_last_step", values["enc_norm"])
-    return (f"logcosh {logged[0]['losses/logcosh']:.4f} -> {logged[50]['losses/logcosh']:.4f} in 51 updates;"
-            " by hand: the same parameters")
+    print("step 50 by hand:", {name: round(value, 4) for name, value in values.items()})
+    with lesson.checks():
+        refused = lesson.check_raises(
+            jax.errors.JaxRuntimeError,
+            lambda: guarded(lambda: trainer.trainstep.step(trainer.init_state(), next(iter(trainer.train_ds)))),
+            "under jax.transfer_guard('disallow'), a step given a numpy batch")
+        lesson.check("Disallowed host-to-device transfer" in str(refused), "the error says: a host-to-device transfer")
+        lesson.check(max_difference(final_by_hand.params, state.params) < 1e-5,
+                     "51 steps by hand from init_state() reach train()'s parameters (within 1e-5)")
+        lesson.check(all(p.is_deleted() for p in jax.tree.leaves(state_by_hand.params)),
+                     "the step deleted the state it was given (donated)")
+        lesson.check(not batch["x"].is_deleted(), "the step did not donate the batch: it is still there")
+        lesson.check_close(values["enc_norm"], enc_norm_by_hand(params_at_50, batch["x"]),
+                           "enc_norm at step 50 = the mean row norm of enc's output, by Flax", rel=1e-5)
+        probe = GuardProbe()
+        dataclasses.replace(trainer, workdir=workdir / "guard-probe", num_train_steps=1, checkpointer=None,
+                            writer=None, profiler=probe).train()
+        lesson.check(probe.refused == [True, True] and implicit_transfer_refused() is False,
+                     "train() runs its steps under the guard: a profiler hook (called after each step) finds an"
+                     " implicit host-to-device copy refused at both steps of a 1-step run, and allowed outside")
+        lesson.fact("logcosh", {str(step): logged[step]["losses/logcosh"] for step in (0, 50)})
+        lesson.fact("enc_norm_last_step", values["enc_norm"])
+        lesson.summary = (f"logcosh {logged[0]['losses/logcosh']:.4f} -> {logged[50]['losses/logcosh']:.4f}"
+                          " in 51 updates; ckpt_50 is the state before the last; by hand: the same parameters")
+
+
+import dataclasses  # noqa: E402 - what the checks use, apart from the page's imports
+
+from sections.parts.regression import MLP  # noqa: E402
+
+
+def guarded(fn):
+    """fn() under the transfer guard train() sets."""
+    with jax.transfer_guard("disallow"):
+        return fn()
+
+
+def implicit_transfer_refused() -> bool:
+    """Whether jax refuses, here and now, to copy a numpy array to the device implicitly
+    (by passing it to a jitted function)."""
+    try:
+        jax.jit(lambda x: x + 1)(np.ones(2, np.float32))
+    except jax.errors.JaxRuntimeError as e:
+        if "Disallowed host-to-device transfer" in str(e):
+            return True
+        raise
+    return False
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class GuardProbe(kd.inspect.Profiler):
+    """A profiler hook that records, at each step train() calls it, whether an implicit
+    host-to-device copy is refused there."""
+
+    refused: list = dataclasses.field(default_factory=list)
+
+    def __call__(self, step: int):
+        self.refused.append(implicit_transfer_refused())
+
+
+def enc_norm_by_hand(params, x) -> float:
+    """The mean L2 norm of the `enc` layer's output rows, computed with Flax directly."""
+    _, captured = MLP(inputs="batch.x").apply({"params": params}, x, capture_intermediates=True,
+                                              mutable=["intermediates"])
+    return float(np.mean(np.linalg.norm(np.asarray(captured["intermediates"]["enc"]["__call__"][0]), axis=-1)))

@@ -7,60 +7,68 @@ job per dict. This lesson runs the same loop in one process: apply the overrides
 train. Not a character of the model, the loss or the loop changes.
 """
 
-import numpy as np
-import optax
+import importlib
+
 from kauldron import konfig, kontext
 
-from configs import regression
-from sections.lesson import Lesson, Panel
-from sections.registry import section
-from sections.shared import FEATURES
-
-DEFAULT_HIDDEN, DEFAULT_LR = 32, 1e-2
+from configs import regression as regression_config
+from harness import Lesson, Panel, section
 
 
 @section(7, "sweep", "A sweep is a for-loop over config overrides", part="training", trains=True,
          shows="a config file's get_config() and sweep(): each override checked on the resolved Trainer, then trained",
          reference="https://github.com/google-research/kauldron/blob/main/kauldron/xm/README.md")
-def sweep_over_overrides(lesson: Lesson) -> str:
+def sweep_over_overrides(lesson: Lesson, workdir):
     lesson.md("""
     ## The experiment and its sweep, in one file
 
     `configs/regression.py` (below) returns the experiment from `get_config()`, and
     `sweep()` yields the overrides: a baseline, a wider model, a learning rate, and a
     different optimizer. A value can be a number or a whole config (`optax.sgd(0.05)`,
-    recorded by `konfig.imports()`).
+    recorded by `konfig.imports()`, not called).
     """)
-    base = regression.get_config()
-    print("model:", base.model, "\noptimizer:", base.optimizer, "\nnum_train_steps:", base.num_train_steps)
-    for overrides in regression.sweep():
+    base = regression_config.get_config()
+    print("model:", base.model)
+    print("optimizer:", base.optimizer)
+    print("num_train_steps:", base.num_train_steps)
+    for overrides in regression_config.sweep():
         print(overrides)
+    with lesson.checks():
+        sgd = list(regression_config.sweep())[-1]["optimizer"]
+        lesson.check(isinstance(sgd, konfig.ConfigDict) and sgd.__qualname__ == "optax:sgd",
+                     "the last override's optimizer is a config of the call optax.sgd(0.05), not an optimizer")
 
     lesson.md("""
     ## The sweep is a for-loop
 
     For each dict: a fresh config, the overrides set by key path with
     `kontext.set_by_path`, `konfig.resolve` into a frozen Trainer, `train()`. Each run
-    makes `num_train_steps + 1` = 201 updates. The lesson checks that every override
-    reached the resolved Trainer, not just the config: the parameter shapes and the
-    optimizer's updates are the ones the overrides describe.
+    makes `num_train_steps + 1` = 201 updates, in a workdir of its own. The checks
+    below make sure every override reached the resolved Trainer, not just the config:
+    the parameter shapes and the optimizer's updates are the ones the overrides describe.
     """)
-    final_loss = {}
-    for run, overrides in enumerate(regression.sweep()):
-        cfg = regression.get_config()
-        cfg.workdir = str(lesson.workdir / f"run-{run}")
+
+    final_loss, trainers = {}, {}
+    for run, overrides in enumerate(regression_config.sweep()):
+        cfg = regression_config.get_config()
+        cfg.workdir = str(workdir / f"run-{run}")
         for path, value in overrides.items():
             kontext.set_by_path(cfg, path, value)
         trainer = konfig.resolve(cfg)
-        check_the_override_took(lesson, trainer, overrides)
         state, aux = trainer.train()
-        final_loss[describe(overrides)] = float(aux.loss_states["logcosh"].compute())  # the last step's
-        print(f"{describe(overrides):36} step {int(state.step)}  final logcosh {final_loss[describe(overrides)]:.4f}")
-    lesson.check_equal(int(state.step), base.num_train_steps + 1, "state.step after a run with num_train_steps=200")
-    lesson.check(len(set(final_loss.values())) == len(final_loss), "every override changed the final loss")
-    lesson.fact("final_logcosh", final_loss)
-    lesson.plot(f"Section 7: one config, {len(final_loss)} overrides, {base.num_train_steps + 1} updates each",
-                Panel("final training loss per run", "final logcosh", "", bars=final_loss))
+        # The run's name: its overrides, a config value shown as the call it records.
+        name = ", ".join(f"{path}={value!r}" for path, value in overrides.items()) or "(baseline)"
+        name = name.replace("<ConfigDict[", "").replace("]>", "")
+        trainers[name], final_loss[name] = trainer, float(aux.loss_states["logcosh"].compute())  # the last step's
+        print(f"{name:28} state.step {int(state.step)}  final logcosh {final_loss[name]:.4f}")
+    with lesson.checks():
+        for overrides, (name, trainer) in zip(regression_config.sweep(), trainers.items(), strict=True):
+            check_the_override_took(lesson, trainer, overrides, name)
+        lesson.check_equal(int(state.step), base.num_train_steps + 1, "state.step after a run with num_train_steps=200")
+        lesson.check(len(set(final_loss.values())) == len(final_loss), "every override changed the final loss")
+        lesson.fact("final_logcosh", final_loss)
+        lesson.plot(f"Section 7: one config, {len(final_loss)} overrides, {base.num_train_steps + 1} updates each",
+                    Panel("final training loss per run", "final logcosh", "", bars=final_loss))
 
     lesson.md("""
     ## Kauldron's launcher runs the same loop as jobs, on Google's infrastructure
@@ -71,37 +79,56 @@ def sweep_over_overrides(lesson: Lesson) -> str:
     Google's internal tools: from the PyPI package it does not even import. Section 10
     runs one of these jobs from the command line, with the flags the launcher would pass.
     """)
-    why = launcher_import_error()
-    print("from kauldron import kxm ->", why)
-    lesson.check(why is not None and "g3_utils" in why,
-                 "kauldron.kxm does not import from the PyPI package (it needs etils.g3_utils)")
-    best = min(final_loss, key=final_loss.get)
-    return f"{len(final_loss)} runs; best {final_loss[best]:.4f} ({best}); kxm does not import from PyPI"
+    try:
+        importlib.import_module("kauldron.kxm")
+    except ImportError as e:
+        print(f"import kauldron.kxm -> {type(e).__name__}: {str(e).split(' (')[0]}")  # without the file it names
+    with lesson.checks():
+        error = lesson.check_raises(ImportError, lambda: importlib.import_module("kauldron.kxm"),
+                                    "kauldron.kxm does not import from the PyPI package (it needs etils.g3_utils):"
+                                    " importing it")
+        lesson.check("g3_utils" in str(error), "what it misses, as the error names it: etils' g3_utils")
+        launcher = library_text("kauldron", "xm/_src/kauldron_utils.py")
+        lesson.check("If multiple sweep names are given run all their combinations (product)." in launcher
+                     and 'return {f"cfg.{k}": json_utils.arg_to_json(v)' in launcher
+                     and 'script_path="//third_party/py/kauldron/main.py"' in launcher,
+                     "kxm's KauldronSweep runs the product of the sweeps named, and its jobs run kauldron/main.py"
+                     " with each override as a cfg.<path> flag", internal="reads Kauldron's source")
+        best = min(final_loss, key=final_loss.get)
+        lesson.summary = f"{len(final_loss)} runs; best {final_loss[best]:.4f} ({best}); kxm does not import from PyPI"
 
 
-def describe(overrides: dict) -> str:
-    """`path=value, ...`, a config value shown as the call it records."""
-    shown = {path: repr(value).removeprefix("<ConfigDict[").removesuffix("]>") if isinstance(value, konfig.ConfigDict)
-             else value for path, value in overrides.items()}
-    return ", ".join(f"{path}={value}" for path, value in shown.items()) or "(baseline)"
+def check_the_override_took(lesson: Lesson, trainer, overrides: dict, label: str) -> None:
+    """The override must have reached the resolved Trainer, not just the config: the enc
+    kernel's shape, and two updates of the optimizer against those of the one described."""
+    import numpy as np
+    import optax
 
+    from sections.parts.regression import FEATURES
 
-def check_the_override_took(lesson: Lesson, trainer, overrides: dict) -> None:
-    """The override must have reached the resolved Trainer, not just the config."""
+    hidden = overrides.get("model.hidden", 32)  # the config's default
     params = trainer.init_state().params
-    hidden = overrides.get("model.hidden", DEFAULT_HIDDEN)
-    label = describe(overrides)
     lesson.check_equal(params["enc"]["kernel"].shape, (FEATURES, hidden), f"{label}: the enc kernel's shape")
     expected = (konfig.resolve(overrides["optimizer"]) if "optimizer" in overrides
-                else optax.adam(overrides.get("optimizer.learning_rate", DEFAULT_LR)))
+                else optax.adam(overrides.get("optimizer.learning_rate", 1e-2)))  # the config's default
     same = all(np.allclose(a, b) for a, b in zip(updates_from_fixed_gradients(trainer.optimizer),
                                                  updates_from_fixed_gradients(expected)))
     lesson.check(same, f"{label}: the resolved optimizer updates like the one the overrides describe")
 
 
-def updates_from_fixed_gradients(transform: optax.GradientTransformation) -> list[np.ndarray]:
+def library_text(package: str, path: str) -> str:
+    """The text of a file of an installed package, read without importing it."""
+    import importlib.util
+    import pathlib
+
+    return (pathlib.Path(importlib.util.find_spec(package).origin).parent / path).read_text()
+
+
+def updates_from_fixed_gradients(transform) -> list:
     """Two updates of a small vector from a fixed gradient: enough to tell adam(0.01),
     adam(0.1) and sgd(0.05) apart."""
+    import numpy as np
+
     params = np.zeros(4, np.float32)
     grads = np.random.default_rng(0).normal(size=4).astype(np.float32)
     state, found = transform.init(params), []
@@ -109,12 +136,3 @@ def updates_from_fixed_gradients(transform: optax.GradientTransformation) -> lis
         updates, state = transform.update(grads, state, params)
         found.append(np.asarray(updates))
     return found
-
-
-def launcher_import_error() -> str | None:
-    """Why Kauldron's XManager launcher cannot be imported here, or None if it can."""
-    try:
-        from kauldron import kxm  # noqa: F401
-    except ImportError as e:
-        return f"{type(e).__name__}: {e}"
-    return None

@@ -8,54 +8,67 @@ the same Trainer again on the same workdir, and `train()` goes on from the lates
 checkpoint.
 """
 
-import importlib
+import shutil
 
+import jax
+import numpy as np
 from kauldron import konfig
 
-from configs import preemptible, regression
-from sections.kept_checkpoints import start_fresh
-from sections.figures import plot_evaluations
-from sections.lesson import Lesson
-from sections.recompute import check_evaluations_at_step_0
-from sections.registry import section
-from sections.resume import check_saved_positions, difference_after_resume
-from sections.shared import event_files, read_scalars
+from configs import preemptible as preemptible_config
+from configs import regression as regression_config
+from harness import Lesson, Panel, section
+from harness.compare import max_difference
+from sections.parts.logs import read_scalars
 
 with konfig.imports():
-    from kauldron import kd as kd_cfg
+    from kauldron import kd
 
-    from sections import shared as shared_cfg
+    from sections.parts import regression
 
-EVERY = 20
+EVERY = 20  # steps between evaluations, and between checkpoints
 
 
 @section(9, "checkpoint", "Evaluation and checkpointing, and picking up where you left off", part="training", trains=True,
          shows="evaluators pool their batches; checkpoints and resume; a checkpointable pipeline resumes bit for bit",
          reference="https://kauldron.readthedocs.io/en/latest/checkpoint.html")
-def evaluate_checkpoint_resume(lesson: Lesson) -> str:
+def evaluate_checkpoint_resume(lesson: Lesson, workdir):
     lesson.md("""
     ## An evaluator and a checkpointer are config entries
 
     The regression experiment gets a `Checkpointer` that saves every 20 steps and an
     `Evaluator` that evaluates every 20 steps on the 128 held-out rows, in batches of 48.
     An evaluator given no losses or metrics reuses the training ones. `train()`
-    evaluates and saves *before* each update, so a run of 40 steps saves at 0, 20 and 40.
+    evaluates and saves *before* each update, so a run of 40 steps saves at 0, 20 and 40,
+    and its last checkpoint holds the state before the last update: the state `train()`
+    returns, at step 41, is saved nowhere. A Trainer built again from the config reads
+    the latest checkpoint back with `checkpointer.restore`.
     """)
-    start_fresh(lesson)  # a kept workdir may hold an earlier run of this lesson
-    cfg = regression.get_config()
-    cfg.workdir = str(lesson.workdir / "run")  # absolute: Orbax refuses relative paths
+    cfg = regression_config.get_config()
+    cfg.workdir = str(workdir / "run")
     cfg.num_train_steps, cfg.log_metrics_every = 40, EVERY
-    cfg.checkpointer = kd_cfg.ckpts.Checkpointer(save_interval_steps=EVERY)
+    cfg.checkpointer = kd.ckpts.Checkpointer(save_interval_steps=EVERY)
+    rows = dict(data_source=regression.RegressionRows("eval"), batch_size=48, shuffle=False, num_epochs=1, num_workers=0)
     cfg.evals = {
-        "eval": kd_cfg.evals.Evaluator(run=kd_cfg.evals.EveryNSteps(EVERY), ds=eval_rows(batch_drop_remainder=False)),
-        "eval_default": kd_cfg.evals.Evaluator(run=kd_cfg.evals.EveryNSteps(EVERY), ds=eval_rows()),
+        "eval": kd.evals.Evaluator(run=kd.evals.EveryNSteps(EVERY),
+                                   ds=kd.data.py.DataSource(**rows, batch_drop_remainder=False)),
+        "eval_default": kd.evals.Evaluator(run=kd.evals.EveryNSteps(EVERY), ds=kd.data.py.DataSource(**rows)),
     }
     first = konfig.resolve(cfg)
     state, _ = first.train()
     print("checkpoints:", first.checkpointer.all_steps, " state.step:", int(state.step))
-    lesson.check_equal(list(first.checkpointer.all_steps), [0, 20, 40], "the checkpoint steps of a 40-step run")
-    lesson.check(first.evals["eval"].losses == first.train_losses and first.evals["eval"].metrics == first.train_metrics,
-                 "an Evaluator given no losses or metrics uses the training ones")
+    saved = konfig.resolve(cfg).checkpointer.restore(first.init_state())
+    print("the latest checkpoint's state.step:", int(saved.step))
+    with lesson.checks():
+        lesson.check_equal(list(first.checkpointer.all_steps), [0, 20, 40], "the checkpoint steps of a 40-step run")
+        lesson.check(first.evals["eval"].losses == first.train_losses and first.evals["eval"].metrics == first.train_metrics,
+                     "an Evaluator given no losses or metrics uses the training ones")
+        lesson.check_equal(int(saved.step), 40, "the latest checkpoint's state.step: 40 updates, not 41")
+        lesson.check(max_difference(saved.params, state.params) > 1e-3,
+                     "the latest checkpoint's parameters are not those of the state train() returned")
+        one_more = trained_on(first, saved, batches=range(40, 41))
+        lesson.check(max_difference(one_more.params, state.params) < 1e-5,
+                     "the latest checkpoint plus one update, on the run's batch 40, is the state train() returned"
+                     " (within 1e-5)")
 
     lesson.md("""
     ## An evaluator pools its batches
@@ -64,39 +77,57 @@ def evaluate_checkpoint_resume(lesson: Lesson) -> str:
     is the ratio over every row it saw, not the mean of the batches' ratios. Which rows it
     sees depends on the pipeline: `kd.data.py.DataSource` drops a last, smaller batch by
     default (`batch_drop_remainder=True`). The evaluator `eval` opts out and sees all 128
-    rows; `eval_default` sees 96. Their metrics are read back from the workdir.
+    rows; `eval_default` sees 96. Their metrics are read back from the workdir, one
+    directory per evaluator.
     """)
-    evals = read_scalars(*event_files(cfg.workdir, "eval"))
-    default = read_scalars(*event_files(cfg.workdir, "eval_default"))
+    evals, default = read_scalars(cfg.workdir, "eval"), read_scalars(cfg.workdir, "eval_default")
     print("step  logcosh  within_tol (128 rows)  within_tol (96 rows)")
     for step in sorted(evals):
         print(f"{step:>4}  {evals[step]['losses/logcosh']:7.4f}  {evals[step]['metrics/within_tol']:21.4f}"
               f"  {default[step]['metrics/within_tol']:20.4f}")
-    check_evaluations_at_step_0(lesson, first, evals, default)
-    lesson.fact("eval_within_tol_at_0", {"all_rows": evals[0]["metrics/within_tol"],
-                                         "remainder_dropped": default[0]["metrics/within_tol"]})
+    with lesson.checks():
+        preds, targets = heldout_predictions(first, first.init_state().params)
+        hits = np.abs(preds - targets) < within_tol_tolerance()
+        lesson.check_close(evals[0]["metrics/within_tol"], float(hits.mean()),
+                           "eval within_tol at step 0 = the pooled ratio over all 128 rows")
+        lesson.check_close(default[0]["metrics/within_tol"], float(hits[:96].mean()),
+                           "eval_default within_tol at step 0 = the pooled ratio over the first 96 rows (remainder dropped)")
+        lesson.check_close(evals[0]["losses/logcosh"], float(np.mean(np.log(np.cosh(preds - targets)))),
+                           "eval logcosh at step 0 = numpy's over the 128 rows", rel=1e-5)
+        lesson.fact("eval_within_tol_at_0", {"all_rows": evals[0]["metrics/within_tol"],
+                                             "remainder_dropped": default[0]["metrics/within_tol"]})
 
     lesson.md("""
     ## Train longer on the same workdir, and `train()` resumes
 
     The same config with `num_train_steps=60`, resolved again: the new Trainer finds the
-    checkpoint of step 40 and goes on from there. By default a `Checkpointer` keeps the
-    3 latest checkpoints.
+    checkpoint of step 40 and goes on from there, redoing update 40, whose result the
+    first run never saved. By default a `Checkpointer` keeps the 3 latest checkpoints.
+    Each `train()` call writes its own event files, so the evaluation at step 40 is
+    logged twice, the second time by the resumed run.
     """)
     cfg.num_train_steps = 60
     second = konfig.resolve(cfg)
     resumed_from = second.checkpointer.latest_step
     state, _ = second.train()
-    evaluated = [sorted(read_scalars(path)) for path in event_files(cfg.workdir, "eval")]
-    print("resumed from:", resumed_from, " checkpoints:", second.checkpointer.all_steps, " evaluations:", evaluated)
-    lesson.check_equal(resumed_from, 40, "the checkpoint the second Trainer resumes from")
-    lesson.check_equal(int(state.step), 61, "state.step after resuming to num_train_steps=60")
-    lesson.check_equal(list(second.checkpointer.all_steps), [20, 40, 60], "the checkpoints kept after resuming")
-    lesson.check_equal(evaluated, [[0, 20, 40], [40, 60]], "the eval steps each train() call wrote")
-    all_evals = read_scalars(*event_files(cfg.workdir, "eval"))
-    lesson.check(all_evals[60]["losses/logcosh"] * 10 < all_evals[0]["losses/logcosh"],
-                 "the eval loss fell at least 10x from step 0 to step 60")
-    plot_evaluations(lesson, all_evals, EVERY)
+    all_evals = read_scalars(cfg.workdir, "eval")
+    print("resumed from:", resumed_from, " checkpoints:", second.checkpointer.all_steps,
+          " evaluated at:", sorted(all_evals))
+    with lesson.checks():
+        lesson.check_equal(resumed_from, 40, "the checkpoint the second Trainer resumes from")
+        lesson.check_equal(int(state.step), 61, "state.step after resuming to num_train_steps=60")
+        lesson.check_equal((second.checkpointer.max_to_keep, list(second.checkpointer.all_steps)), (3, [20, 40, 60]),
+                           "a Checkpointer's default max_to_keep, and the checkpoints kept after resuming")
+        lesson.check_equal(steps_per_event_file(cfg.workdir, "eval"), [[0, 20, 40], [40, 60]],
+                           "the eval steps each train() call wrote")
+        lesson.check(all_evals[60]["losses/logcosh"] * 10 < all_evals[0]["losses/logcosh"],
+                     "the eval loss fell at least 10x from step 0 to step 60")
+        steps = sorted(all_evals)
+        lesson.plot(f"Section 9: evaluation every {EVERY} steps, across a resume at step 40",
+                    Panel("eval loss (128 rows)", "step", "logcosh (log scale)", log_y=True,
+                          lines={"eval logcosh": (steps, [all_evals[k]["losses/logcosh"] for k in steps])}),
+                    Panel("eval metric (pooled over 128 rows)", "step", "within_tol",
+                          lines={"eval within_tol": (steps, [all_evals[k]["metrics/within_tol"] for k in steps])}))
 
     lesson.md("""
     ## Does the resumed run match one never interrupted?
@@ -111,23 +142,104 @@ def evaluate_checkpoint_resume(lesson: Lesson) -> str:
     plays a preemption: a run of 60 steps loses its last checkpoint, as if the job had
     stopped after saving step 40, and trains again from there.
     """)
-    in_memory_run, pygrain_run = lesson.workdir / "in-memory-uninterrupted", lesson.workdir / "pygrain"
-    differences = {"InMemoryPipeline": difference_after_resume(regression.get_config(), in_memory_run, EVERY, resumed=state),
-                   "kd.data.py.DataSource": difference_after_resume(preemptible.get_config(), pygrain_run, EVERY)}
-    for name, difference in differences.items():
-        print(f"{name:22} max |param difference|, resumed vs uninterrupted: {difference:.3g}")
-    lesson.check(differences["InMemoryPipeline"] > 1e-3, "InMemoryPipeline: the resumed run's parameters differ")
-    lesson.check_equal(differences["kd.data.py.DataSource"], 0.0, "PyGrain DataSource: the max |param difference|")
-    missing = lesson.check_raises(ModuleNotFoundError, lambda: importlib.import_module("kauldron.data.tf"),
-                                  "kd.data.tf does not import from PyPI: importing it")
-    lesson.check_equal(missing.name, "grain.tensorflow", "the module kd.data.tf misses")
-    check_saved_positions(lesson, pygrain_run, cfg.workdir)
-    lesson.fact("max_param_difference_after_resume", differences)
-    return (f"resumed at step 40 -> 61; eval logcosh {all_evals[0]['losses/logcosh']:.3f} -> "
-            f"{all_evals[60]['losses/logcosh']:.4f}; resume exact with PyGrain, not with InMemoryPipeline")
+    # InMemoryPipeline: the run resumed above, against a run of 60 steps never interrupted.
+    in_memory = regression_config.get_config()
+    in_memory.workdir, in_memory.num_train_steps = str(workdir / "in-memory-uninterrupted"), 60
+    uninterrupted, _ = konfig.resolve(in_memory).train()
+    # PyGrain: a run of 60 steps, then again from its checkpoint of step 40.
+    pygrain = preemptible_config.get_config()
+    pygrain.workdir, pygrain.num_train_steps = str(workdir / "pygrain"), 60
+    pygrain.checkpointer.save_interval_steps = EVERY
+    pygrain_uninterrupted, _ = konfig.resolve(pygrain).train()
+    shutil.rmtree(workdir / "pygrain" / "checkpoints" / "ckpt_60")  # the preemption
+    pygrain_resumed, _ = konfig.resolve(pygrain).train()
+    runs = {"InMemoryPipeline": (state, uninterrupted),
+            "kd.data.py.DataSource": (pygrain_resumed, pygrain_uninterrupted)}
+    for name, (resumed, never_stopped) in runs.items():
+        differences = jax.tree.map(lambda a, b: float(np.abs(a - b).max()), resumed.params, never_stopped.params)
+        print(f"{name:22} max |param difference|, resumed vs uninterrupted: {max(jax.tree.leaves(differences)):.3g}")
+    with lesson.checks():
+        differences = {name: max_difference(resumed.params, never_stopped.params)
+                       for name, (resumed, never_stopped) in runs.items()}
+        lesson.check(differences["InMemoryPipeline"] > 1e-3, "InMemoryPipeline: the resumed run's parameters differ")
+        replayed = trained_on(second, saved, batches=range(0, 21))
+        lesson.check(max_difference(replayed.params, state.params) < 1e-5,
+                     "InMemoryPipeline: the resumed run is ckpt_40's state trained on the pipeline's batches 0 to 20"
+                     " (within 1e-5): its data started over")
+        lesson.check_equal(differences["kd.data.py.DataSource"], 0.0, "PyGrain DataSource: the max |param difference|")
+        import importlib
+
+        missing = lesson.check_raises(ModuleNotFoundError, lambda: importlib.import_module("kauldron.data.tf"),
+                                      "kd.data.tf does not import from PyPI: importing it")
+        lesson.check_equal(missing.name, "grain.tensorflow", "the module kd.data.tf misses")
+        lesson.check("pipelines are checkpointed if they supports symbolic checkpointing"
+                     in library_text("kauldron", "data/tf/base.py"),
+                     "kd.data.tf pipelines are checkpointed when they support symbolic checkpointing (its docstring)",
+                     internal="reads Kauldron's source")
+        check_saved_positions(lesson, workdir / "pygrain", workdir / "run")
+        lesson.fact("max_param_difference_after_resume", differences)
+        lesson.summary = (f"resumed at step 40 -> 61; eval logcosh {all_evals[0]['losses/logcosh']:.3f} -> "
+                          f"{all_evals[60]['losses/logcosh']:.4f}; ckpt_40 is the state before the last update;"
+                          " resume exact with PyGrain, not with InMemoryPipeline")
 
 
-def eval_rows(**batching):
-    """The 128 held-out rows as a PyGrain pipeline, in batches of 48 (48, 48, then 32)."""
-    return kd_cfg.data.py.DataSource(data_source=shared_cfg.RegressionRows("eval"), batch_size=48, shuffle=False,
-                                     num_epochs=1, num_workers=0, **batching)
+# -- what the checks compute by hand ---------------------------------------------------
+
+
+def trained_on(trainer, state, batches: range):
+    """`state` after a train step on each of the trainer's batches `batches` (counted from
+    the pipeline's start: an InMemoryPipeline yields the same batches on every iteration)."""
+    import itertools
+
+    updated = jax.tree.map(np.array, state)  # a copy: the step donates the state it is given
+    for batch in itertools.islice(iter(trainer.train_ds), batches.start, batches.stop):
+        updated, _ = trainer.trainstep.step(updated, batch)
+    return updated
+
+
+def within_tol_tolerance() -> float:
+    from sections.parts.regression import WithinTol
+
+    return WithinTol(preds="", targets="").tol
+
+
+def heldout_predictions(trainer, params) -> tuple[np.ndarray, np.ndarray]:
+    """The model's predictions for the 128 held-out rows with `params`, and their targets."""
+    from sections.parts.regression import make_data
+
+    data = make_data("eval")
+    return np.asarray(trainer.model.apply({"params": params}, data["x"])["y"]), data["y"]
+
+
+def steps_per_event_file(workdir, collection: str) -> list[list[int]]:
+    """The steps each event file of a collection holds scalars for, file by file."""
+    from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+
+    from sections.parts.logs import event_files
+
+    return [sorted({int(event.step) for event in EventFileLoader(str(path)).Load() if event.summary.value})
+            for path in event_files(workdir, collection)]
+
+
+def check_saved_positions(lesson: Lesson, pygrain_run, in_memory_run) -> None:
+    """What ckpt_40 holds of its data iterator in a PyGrain run and an InMemoryPipeline run
+    (orbax's and grain's file layout)."""
+    import json
+
+    from sections.parts.regression import BATCH_SIZE
+
+    ds_iter = ("checkpoints", "ckpt_40", "ds_iter")
+    pygrain = json.loads(next(pygrain_run.joinpath(*ds_iter).glob("*.json")).read_text())
+    in_memory = sorted(p.name for p in in_memory_run.joinpath(*ds_iter).iterdir())
+    lesson.check_equal(pygrain.get("next_index"), 40 * BATCH_SIZE,
+                       "the PyGrain position saved in ckpt_40: 40 batches of 32", internal="reads orbax's file layout")
+    lesson.check(not any(name.endswith(".json") for name in in_memory),
+                 "InMemoryPipeline's ckpt_40 holds no iterator position", internal="reads orbax's file layout")
+
+
+def library_text(package: str, path: str) -> str:
+    """The text of a file of an installed package, read without importing it."""
+    import importlib.util
+    import pathlib
+
+    return (pathlib.Path(importlib.util.find_spec(package).origin).parent / path).read_text()

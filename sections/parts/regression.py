@@ -78,21 +78,15 @@ class WithinTol(kd.metrics.Metric):
     tol: float = 0.25
 
     @flax.struct.dataclass
-    class State(kd.metrics.AutoState):
-        # sum_field: merged by adding. Numerator and denominator are kept apart, so the
-        # merged ratio is the pooled one, whatever the batch sizes were.
-        n_hit: kt.Float[""] = kd.metrics.sum_field()
-        n_total: kt.Float[""] = kd.metrics.sum_field()
-
-        def compute(self) -> kt.Float[""]:
-            # A jax scalar, not a numpy one: Kauldron 1.4.2-1.4.4's checkpointer writes the
-            # metrics it logs as JSON and rejects a numpy scalar such as np.float32.
-            return jnp.asarray(self.n_hit) / jnp.maximum(jnp.asarray(self.n_total), 1.0)
+    class State(kd.metrics.AverageState):
+        """Kauldron's state for averages: `total` sums the values (here the hits) and
+        `count` the values summed (the predictions). Merging adds each, so the merged
+        ratio is the pooled one, whatever the batch sizes were."""
 
     @kt.typechecked
     def get_state(self, preds: kt.Float["*a"], targets: kt.Float["*a"]) -> WithinTol.State:
         hit = (jnp.abs(preds - targets) < self.tol).astype(jnp.float32)
-        return self.State(n_hit=hit.sum(), n_total=jnp.asarray(hit.size, jnp.float32))
+        return self.State.from_values(values=hit)
 
 
 def adam_recording_lr(learning_rate: float | optax.Schedule) -> optax.GradientTransformation:
