@@ -1,11 +1,12 @@
 """The regression experiment, evaluated on held-out rows and summarised (section 15).
 
-An evaluator along training (`heldout`, every 20 steps), another that only an eval job
-runs (`final`, on the last checkpoint), a histogram and an image among the training
-summaries, and a checkpoint every 20 steps. Train it, then evaluate the finished run:
+An evaluator along training (`heldout`, every 20 steps), two that only an eval job runs
+(`every`, on each checkpoint it finds, and `final`, once training is done), a histogram
+and an image among the training summaries, and a checkpoint every 20 steps. Train it,
+then evaluate the finished run:
 
     python -m kauldron.main --cfg=configs/heldout.py --cfg.workdir=/absolute/path
-    python -m kauldron.main --cfg=configs/heldout.py --cfg.workdir=/absolute/path --eval_names=final
+    python -m kauldron.main --cfg=configs/heldout.py --cfg.workdir=/absolute/path --eval_names=every,final
 """
 
 from kauldron import konfig
@@ -29,7 +30,9 @@ def get_config():
             losses={"logcosh": regression.LogCosh(preds="preds.y", targets="batch.y")},
             metrics={"within_0.1": regression.WithinTol(preds="preds.y", targets="batch.y", tol=0.1)},
         ),
-        # No losses or metrics: the training ones. Run only by `--eval_names=final`.
+        # Standalone: train() never runs them; an eval job does (`--eval_names=every,final`).
+        # No losses or metrics given: they use the training ones.
+        "every": kd.evals.Evaluator(run=kd.evals.StandaloneEveryCheckpoint(), ds=heldout),
         "final": kd.evals.Evaluator(run=kd.evals.StandaloneLastCheckpoint(), ds=heldout),
     }
     cfg.log_summaries_every = 20

@@ -1,2 +1,2 @@
-"""The tutorial's lessons: one module per section (`sNN_<slug>.py`), the registry that
-finds and runs them, and the parts several lessons share."""
+"""The tutorial's lessons, one module per section (`sNN_<slug>.py`), and the experiment's
+parts they show (`parts/`). The harness (harness/) finds and runs them."""

@@ -2,44 +2,39 @@
 
 A Kauldron experiment is a config file with a `get_config()`. `python -m kauldron.main`
 loads it, applies `--cfg.<path>=<value>` flags on top, resolves it and trains; that is
-also what Kauldron's launcher runs for each job of a sweep. The workdir then records what
-ran: `config.json` holds the config after the flags, TensorBoard files hold the losses.
+also what Kauldron's launcher runs for each job of a sweep, and, with `--eval_names`, for
+an evaluation job beside the training. The workdir then records what ran: `config.json`
+holds the config after the flags, TensorBoard files hold the losses.
 """
 
+import contextlib
+import io
 import json
 import shlex
 
 from kauldron import kd
+from kauldron.xm._src import json_utils
 
-from configs import regression
-from sections.children import ROOT, python_m, run_child
-from sections.command_line import check_launcher_encoding, launcher_value, parsed_config
-from sections.lesson import Lesson
-from sections.registry import section
-from sections.recompute import library_source
-from sections.shared import event_files, read_scalars
-
-STEPS = 50
-CONFIG_FILE = ROOT / "configs" / "regression.py"
+from configs import regression as regression_config
+from harness import Lesson, section
+from sections.parts.logs import read_scalars
 
 
 @section(10, "cli", "The same experiment from the command line", part="for-real", trains=True,
          starts_processes=True,
-         shows="python -m kauldron.main with --cfg flags: Python literals and py:: calls, not JSON; config.json records them",
+         shows="kauldron.main with --cfg flags: literals, py:: calls, no JSON holding true; config.json; an eval job beside training",
          reference="https://github.com/google-research/kauldron/blob/main/kauldron/main.py")
-def experiment_from_the_command_line(lesson: Lesson) -> str:
+def experiment_from_the_command_line(lesson: Lesson, workdir):
     lesson.md("""
     ## A config file, and flags on top
 
     The command names the config file and overrides what it needs, by key path: the run
-    length, the workdir, and here the optimizer, written as a Python call after `py::`.
-    It runs in a process of its own, as a user would start it.
+    length, the workdir, and here the optimizer, written as a Python call after `py::`
+    (quoted, as bash needs for the parentheses).
     """)
-    workdir = lesson.workdir / "run"
-    command = ["kauldron.main", f"--cfg={CONFIG_FILE}", f"--cfg.num_train_steps={STEPS}",
-               "--cfg.optimizer=py::optax.sgd(0.05)", f"--cfg.workdir={workdir}"]
-    print("python -m " + shlex.join(command))
-    run_child(python_m(*command), "python -m kauldron.main")
+    lesson.shell("python -m kauldron.main --cfg=configs/regression.py --cfg.num_train_steps=50"
+                 " --cfg.optimizer='py::optax.sgd(0.05)' --cfg.workdir=$WORKDIR/run",
+                 shows=r"^(Creating workdir|Starting training loop)")
 
     lesson.md("""
     ## The workdir records what ran
@@ -48,72 +43,186 @@ def experiment_from_the_command_line(lesson: Lesson) -> str:
     built, the run length, the workdir; the model is the config file's. The losses are in
     `train/`.
     """)
-    config = json.loads((workdir / "config.json").read_text())
+    config = json.loads((workdir / "run" / "config.json").read_text())
     print({key: config[key] for key in ("optimizer", "num_train_steps", "model")})
-    losses = {step: row["losses/logcosh"] for step, row in read_scalars(*event_files(workdir, "train")).items()}
+    losses = {step: row["losses/logcosh"] for step, row in read_scalars(workdir / "run", "train").items()}
     print({step: round(loss, 4) for step, loss in losses.items()})
-    lesson.check((config["optimizer"], config["num_train_steps"], config["workdir"])
-                 == ({"__qualname__": "optax:sgd", "0": 0.05}, STEPS, str(workdir)),
-                 f"config.json records the optimizer optax.sgd(0.05), num_train_steps={STEPS} and the workdir")
-    lesson.check_equal(config["model"], {"__qualname__": "sections.shared:MLP", "inputs": "batch.x", "hidden": 32},
-                       "the model in config.json (the config file's)")
-    lesson.check((workdir / "train_complete.txt").exists() and max(losses) == STEPS and losses[STEPS] < losses[0],
-                 "the run completed: train_complete.txt, and a loss logged at step 50 lower than at step 0")
-    lesson.fact("logged_logcosh", {str(step): losses[step] for step in (0, STEPS)})
+    with lesson.checks():
+        lesson.check((config["optimizer"], config["num_train_steps"], config["workdir"])
+                     == ({"__qualname__": "optax:sgd", "0": 0.05}, 50, str(workdir / "run")),
+                     "config.json records the optimizer optax.sgd(0.05), num_train_steps=50 and the workdir")
+        lesson.check_equal(config["model"], {"__qualname__": "sections.parts.regression:MLP", "inputs": "batch.x", "hidden": 32},
+                           "the model in config.json (the config file's)")
+        lesson.check((workdir / "run" / "train_complete.txt").exists() and max(losses) == 50 and losses[50] < losses[0],
+                     "the run completed: train_complete.txt, and a loss logged at step 50 lower than at step 0")
+        lesson.fact("logged_logcosh", {str(step): losses[step] for step in (0, 50)})
 
     lesson.md("""
-    ## Flag values are Python literals, not JSON
+    ## Flag values are Python literals: a JSON object with `true` is not
 
-    `kauldron.main` reads `--cfg` with konfig's `DEFINE_config_file`, whose values go
-    through `ast.literal_eval`: `0x10` is 16, and JSON's `true` is not a literal, so a
-    value holding it stays a string, which a config field refuses. Kauldron's launcher
-    writes a sweep's values as JSON: `optax.adamw(0.001, nesterov=True)` becomes such a
-    value, and the job fails. Write calls with `py::`. Here the same flag, parsed in
-    this process:
+    `kauldron.main` reads `--cfg` with konfig's `DEFINE_config_file`, which parses each
+    value with `ast.literal_eval`: `--cfg.model.hidden=0x10` is 16. A bare `true` or
+    `false` is first made `True` or `False` (`--cfg.train_ds.shuffle=false` works), but
+    inside a JSON object JSON's `true` is not a Python literal: the value stays a string,
+    and a field that holds a config refuses a string. Kauldron's launcher writes each
+    value of a sweep as JSON; an optimizer such as `optax.adamw(0.001, nesterov=True)`
+    becomes such an object, and the job fails at its flags:
     """)
-    launcher_json = json.dumps({"__qualname__": "optax:adamw", "learning_rate": 0.001, "nesterov": True})
-    literal = parsed_config([f"--cfg={CONFIG_FILE}", "--cfg.model.hidden=0x10"])
-    print(literal.model.hidden, launcher_json)
-    lesson.check_equal(literal.model.hidden, 16, "--cfg.model.hidden=0x10, parsed as kauldron.main parses it")
-    error = lesson.check_raises(TypeError, lambda: parsed_config([f"--cfg={CONFIG_FILE}", f"--cfg.optimizer={launcher_json}"]),
-                                "the launcher's JSON of optax.adamw(0.001, nesterov=True) as --cfg.optimizer")
-    print(str(error).splitlines()[-1][:150])
-    lesson.check("cannot be casted" in str(error) and "'str'" in str(error), "the JSON arrived as a string")
-    lesson.check('kd.konfig.DEFINE_config_file(\n      "cfg"' in library_source("kauldron.main"),
-                 "kauldron/main.py defines --cfg with kd.konfig.DEFINE_config_file", internal=True)
+    adamw = lesson.shell("python -m kauldron.main --cfg=configs/regression.py --cfg.workdir=$WORKDIR/adamw"
+                         """ '--cfg.optimizer={"__qualname__": "optax:adamw", "0": 0.001, "nesterov": true}'""",
+                         check=False, shows=r"^TypeError")
+    with lesson.checks():
+        ADAMW_JSON = '{"__qualname__": "optax:adamw", "0": 0.001, "nesterov": true}'
+        with kd.konfig.imports():
+            import optax as optax_cfg
+        lesson.check(adamw.returncode != 0 and "is of original type <class 'str'>" in adamw.output,
+                     "the launcher's JSON of optax.adamw(0.001, nesterov=True) as --cfg.optimizer fails:"
+                     " the value arrived as a string (TypeError)")
+        lesson.check_equal(json_utils.arg_to_json(optax_cfg.adamw(0.001, nesterov=True)), ADAMW_JSON,
+                           "arg_to_json, the launcher's encoder, of optax.adamw(0.001, nesterov=True): the command's JSON",
+                           internal="a private name")
+        lesson.check(ADAMW_JSON in shlex.split(adamw.command)[-1], "the command passes that JSON")
+        parsed = parsed_config(["--cfg=configs/regression.py", "--cfg.model.hidden=0x10", "--cfg.train_ds.shuffle=false",
+                                "--cfg.train_ds.drop_remainder=true"])
+        lesson.check_equal(parsed.model.hidden, 16, "--cfg.model.hidden=0x10, parsed as kauldron.main parses it")
+        lesson.check((parsed.train_ds.shuffle, parsed.train_ds.drop_remainder) == (False, True),
+                     "bare false and true in a --cfg value are parsed as the booleans False and True")
+        lesson.check_raises(TypeError, lambda: parsed_config(["--cfg=configs/regression.py", f"--cfg.optimizer={ADAMW_JSON}"]),
+                            "the same JSON parsed in this process, as kauldron.main parses it,")
+        lesson.check('kd.konfig.DEFINE_config_file(\n      "cfg"' in library_source("kauldron.main"),
+                     "kauldron/main.py defines --cfg with kd.konfig.DEFINE_config_file", internal="reads Kauldron's source")
 
     lesson.md("""
     ## A sweep, from the command line
 
     Kauldron's launcher turns each dict of a config file's `sweep()` (section 7) into
-    such a command, each value as JSON; section 7's sweep has no boolean, so these run.
-    With `--eval_names=NAME` instead, `kauldron.main` evaluates a finished workdir
-    (section 15).
+    such a command, each value encoded by `arg_to_json` (in a private module: the
+    launcher, `kauldron.kxm`, does not import from PyPI). Section 7's sweep holds no
+    boolean, so each of its commands passes: an optimizer without one, as a JSON object,
+    is parsed into the config it describes.
     """)
-    sweep_commands = [shlex.join(["python", "-m", "kauldron.main", "--cfg=configs/regression.py",
-                                  *(f"--cfg.{path}={launcher_value(value)}" for path, value in run.items())])
-                      for run in regression.sweep()]
-    print("\n".join(sweep_commands))
-    check_launcher_encoding(lesson, list(regression.sweep()))
-    lesson.fact("sweep_commands", sweep_commands)
+    for overrides in regression_config.sweep():
+        print(shlex.join(["python", "-m", "kauldron.main", "--cfg=configs/regression.py",
+                          *(f"--cfg.{path}={json_utils.arg_to_json(value)}" for path, value in overrides.items())]))
+    with lesson.checks():
+        commands = [["--cfg=configs/regression.py", *(f"--cfg.{path}={json_utils.arg_to_json(value)}"
+                                                      for path, value in overrides.items())]
+                    for overrides in regression_config.sweep()]
+        for overrides, argv in zip(regression_config.sweep(), commands):
+            parsed = parsed_config(argv)
+            for path, value in overrides.items():
+                got = kd.kontext.get_by_path(parsed, path)
+                lesson.check_equal(json.loads(got.to_json()) if isinstance(got, kd.konfig.ConfigDict) else got,
+                                   json.loads(value.to_json()) if isinstance(value, kd.konfig.ConfigDict) else value,
+                                   f"--cfg.{path} from the launcher's JSON, parsed as kauldron.main parses it",
+                                   internal="a private name")
+        lesson.fact("sweep_commands", [shlex.join(["python", "-m", "kauldron.main", *argv]) for argv in commands])
+
+    lesson.md("""
+    ## Evaluating beside the training: `--eval_names`
+
+    With `--eval_names=NAME`, `kauldron.main` runs `trainer.continuous_eval(NAME)`
+    instead of `train()`: a job of its own, on the same workdir, meant to run beside the
+    training job. It waits for the run's element spec, evaluates each new checkpoint as
+    the training job writes it (`kd.evals.StandaloneEveryCheckpoint`), and, once the
+    training job has written `train_complete.txt`, runs the evaluators that only want
+    the last one (`kd.evals.StandaloneLastCheckpoint`). `configs/heldout.py` (section 15)
+    has such an evaluator, `final`. Here the training job runs in the background (in a
+    terminal of its own, or with `&`), and the eval job starts beside it.
+    """)
+    training = lesson.shell("python -m kauldron.main --cfg=configs/heldout.py --cfg.workdir=$WORKDIR/heldout",
+                            background=True, shows=r"^Starting training loop")
+    evaluation = lesson.shell("python -m kauldron.main --cfg=configs/heldout.py --cfg.workdir=$WORKDIR/heldout"
+                              " --eval_names=final", shows=r"Running final evals|collection=final losses")
+    with lesson.checks():
+        final = read_scalars(workdir / "heldout", "final")
+        lesson.check_equal(sorted(final), [40], "the steps the eval job evaluated `final` at: the last checkpoint's")
+        done = (workdir / "heldout" / "train_complete.txt").stat().st_mtime
+        lesson.check(min(path.stat().st_mtime for path in (workdir / "heldout" / "final").iterdir()) >= done,
+                     "the eval job wrote `final` after the training job wrote train_complete.txt")
+
+    lesson.md("""
+    ## Only standalone evaluators run with `--eval_names`
+
+    An evaluator that runs inside training (`kd.evals.EveryNSteps`, `Once`) cannot be
+    named: `continuous_eval` refuses it with a `ValueError`, as it does a name the config
+    does not have.
+    """)
+    along = lesson.shell("python -m kauldron.main --cfg=configs/heldout.py --cfg.workdir=$WORKDIR/heldout --eval_names=heldout",
+                         check=False, shows=r"^ValueError")
+    with lesson.checks():
+        lesson.check(evaluation.started < training.started + training.seconds,
+                     "the eval job of the step before started while its training job ran (by this run's clock)")
+        lesson.check(along.returncode != 0 and "ValueError: Remote eval ('heldout') should be standalone" in along.output,
+                     "--eval_names=heldout, an EveryNSteps evaluator, fails with ValueError: it should be standalone")
+        lesson.check("trainer.continuous_eval(eval_names)" in library_source("kauldron.main"),
+                     "kauldron/main.py calls trainer.continuous_eval(eval_names) when --eval_names is set",
+                     internal="reads Kauldron's source")
 
     lesson.md("""
     ## The `kauldron` command does not run from PyPI; its subcommands do, from Python
 
     Kauldron's docs also describe a `kauldron` command (`kauldron data element_spec
     --cfg=...`). From PyPI, its console script imports a module where it expects a
-    function, and `python -m kauldron.cli.main` passes its `main` a list where it expects
-    parsed flags. The subcommands are dataclasses you call: the element spec of a
-    config's data, or the shapes of everything a step computes, without training.
+    function, and `python -m kauldron.cli.main` passes its `main` the list of arguments
+    where it expects the parsed ones:
     """)
-    import kauldron.cli.run  # not imported by kd.cli
+    script = lesson.shell("kauldron data element_spec --cfg=configs/regression.py", check=False, shows=r"^TypeError")
+    module = lesson.shell("python -m kauldron.cli.main data element_spec --cfg=configs/regression.py",
+                          check=False, shows=r"^AttributeError")
+    with lesson.checks():
+        lesson.check(script.returncode != 0 and "TypeError: 'module' object is not callable" in script.output,
+                     "the `kauldron` console script calls a module (TypeError)")
+        lesson.check(module.returncode != 0 and "AttributeError: 'list' object has no attribute 'patch'" in module.output,
+                     "kauldron.cli.main's main with the argv list `python -m` gives it (AttributeError)")
 
-    from kauldron.cli import main as console_script  # what the `kauldron` script imports and calls
-    cfg = regression.get_config()
-    cfg.workdir = str(lesson.workdir / "inspected")
-    kd.cli.data.ElementSpec(cfg=cfg)()
-    kauldron.cli.run.EvalShape(cfg=cfg)()
-    lesson.check(not callable(console_script), "the `kauldron` console script calls a module (TypeError)")
-    lesson.check_raises(AttributeError, lambda: console_script.main(["kauldron", "data", "element_spec"]),
-                        "kauldron.cli.main's main with the argv list `python -m` gives it")
-    return f"kauldron.main trained {STEPS} steps with a py:: optimizer; config.json recorded it; launcher JSON with true fails"
+    lesson.md("""
+    ## The subcommands are dataclasses you call
+
+    `kd.cli.data.ElementSpec(cfg=cfg)()` prints the element spec of a config's data,
+    without training; `kauldron.cli.run.EvalShape(cfg=cfg)()` (a module `kd.cli` does
+    not import) prints the shapes of everything a training step computes. They also
+    print how long each stage took, which this page leaves out.
+    """)
+    cfg = regression_config.get_config()
+    cfg.workdir = str(workdir / "inspected")
+    with contextlib.redirect_stdout(io.StringIO()) as printed:
+        kd.cli.data.ElementSpec(cfg=cfg)()
+    print("\n".join(line for line in printed.getvalue().splitlines() if " sec)" not in line).strip())
+    with lesson.checks():
+        lesson.check("batch:\n  x: float32[32, 16]\n  y: float32[32, 1]" in printed.getvalue(),
+                     "ElementSpec printed the batch's two arrays, float32[32, 16] and float32[32, 1]")
+        import kauldron.cli.run
+
+        with contextlib.redirect_stdout(io.StringIO()) as shapes:
+            kauldron.cli.run.EvalShape(cfg=cfg)()
+        lesson.check("context_specs: Context(" in shapes.getvalue() and "loss_total=f32[]" in shapes.getvalue(),
+                     "EvalShape printed the training step's context, down to loss_total=f32[]")
+        lesson.summary = ("kauldron.main trained 50 steps with a py:: optimizer; config.json recorded it;"
+                          " a JSON object with true fails; --eval_names ran beside training")
+
+
+def parsed_config(argv: list[str]):
+    """The config kauldron.main would train, from these flags: its own --cfg flag, in a
+    FlagValues of its own, so this process's flags are left alone. ml_collections reads
+    the overrides from sys.argv, which in kauldron.main's process holds these flags."""
+    import sys
+
+    from absl import flags
+
+    flag_values = flags.FlagValues()
+    cfg = kd.konfig.DEFINE_config_file("cfg", None, flag_values=flag_values, lock_config=False)
+    saved, sys.argv = sys.argv, ["kauldron.main", *argv]
+    try:
+        flag_values(sys.argv)
+        return cfg.value
+    finally:
+        sys.argv = saved
+
+
+def library_source(module: str) -> str:
+    """The text of an installed module's file, read without importing it."""
+    import importlib.util
+    import pathlib
+
+    return pathlib.Path(importlib.util.find_spec(module).origin).read_text()

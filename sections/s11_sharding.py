@@ -4,102 +4,116 @@ A Trainer shards by default (`kd.sharding.ShardingStrategy()`): each batch is sp
 along its first axis over every device, the parameters are copied to each, and XLA adds
 the cross-device sums. The config does not change. One config line shards the parameters
 too. Here 8 CPU devices are simulated, which must be set before jax starts, so the
-8-device runs happen in a process of their own (`sections/on_devices.py`).
+8-device runs happen in a process of their own (`sections/parts/on_devices.py`).
 """
-
-import json
 
 import jax
 from kauldron import konfig
 
-from configs import regression
-from sections.children import python_m, run_child
-from sections.lesson import Lesson
-from sections.registry import section
-from sections.recompute import largest_relative_difference, library_source, logged, within_tol_of_first_batch
-from sections.shared import BATCH_SIZE, FEATURES
+from configs import regression as regression_config
+from harness import Lesson, section
+from sections.parts.logs import read_scalars
 
 with konfig.imports():
     from kauldron import kd as kd_cfg
-
-DEVICES, STEPS = 8, 20
-LOSS_RTOL = 1e-5  # 8 partial sums add floats in another order; measured up to 3.6e-6 relative
-
 
 @section(11, "sharding", "Data parallelism: the same Trainer on 8 devices", part="for-real", trains=True,
          starts_processes=True,
          shows="8 simulated CPU devices: the batch split 8 ways, FSDP parameter shards, the loss within 1e-5 of one device's",
          reference="https://kauldron.readthedocs.io/en/latest/sharding.html")
-def data_parallel_training(lesson: Lesson) -> str:
+def data_parallel_training(lesson: Lesson, workdir):
     lesson.md("""
     ## Two configs: the default strategy, and sharded parameters
 
-    The first config is the regression experiment as it is. The second adds one line:
-    `kd.sharding.FSDPSharding` for the parameters, which splits each one along an axis the
-    device count divides. Its `min_size_to_shard_mb` (4 MB by default) leaves smaller
-    arrays whole, which here would be all of them, so it is set to 0.
+    The first config is the regression experiment as it is, for 20 steps. The second adds
+    one line: `kd.sharding.FSDPSharding` for the parameters, which splits each one along
+    an axis the device count divides. Its `min_size_to_shard_mb` (4 MB by default) leaves
+    smaller arrays whole, which here would be all of them, so it is set to 0. Each config
+    is written as JSON (section 1), for the process that trains it on 8 devices.
     """)
-    cfg = regression.get_config()
-    cfg.num_train_steps = STEPS
-    fsdp = regression.get_config()
-    fsdp.num_train_steps = STEPS
-    fsdp.sharding = kd_cfg.sharding.ShardingStrategy(params=kd_cfg.sharding.FSDPSharding(min_size_to_shard_mb=0))
-    print(fsdp.sharding)
+    cfg = regression_config.get_config()
+    cfg.num_train_steps, cfg.workdir = 20, str(workdir / "replicated")
+    (workdir / "replicated.json").write_text(cfg.to_json())
+    cfg.workdir = str(workdir / "fsdp")
+    cfg.sharding = kd_cfg.sharding.ShardingStrategy(params=kd_cfg.sharding.FSDPSharding(min_size_to_shard_mb=0))
+    (workdir / "fsdp.json").write_text(cfg.to_json())
+    print(cfg.sharding)
 
     lesson.md("""
-    ## Run both on 8 devices
+    ## On 8 devices, by default: the batch is split, the parameters are copied
 
-    `XLA_FLAGS=--xla_force_host_platform_device_count=8` makes jax see 8 CPU devices. The
-    configs travel as JSON (section 1), and the process trains each and reports what it
-    saw. The same experiment also trains here, in this process, on one device.
+    `XLA_FLAGS=--xla_force_host_platform_device_count=8` makes jax see 8 CPU devices.
+    `sections/parts/on_devices.py` (below) trains a config on all of them and prints how
+    each array was placed. Each batch of 32 rows is split along its first axis, the mesh
+    axis `devices`: 8 shards of 4 rows. The parameters, and the optimizer state, are whole
+    on every device (an empty partition spec).
     """)
-    runs = {"replicated": (cfg, lesson.workdir / "replicated"), "fsdp": (fsdp, lesson.workdir / "fsdp")}
-    config_files = write_configs(lesson, runs)
-    run_child(python_m("sections.on_devices", str(lesson.workdir / "report.json"), *config_files),
-              "the 8-device process", XLA_FLAGS=f"--xla_force_host_platform_device_count={DEVICES}")
-    report = json.loads((lesson.workdir / "report.json").read_text())
-    cfg.workdir = str(lesson.workdir / "one-device")
+    lesson.shell("XLA_FLAGS=--xla_force_host_platform_device_count=8"
+                 " python -m sections.parts.on_devices $WORKDIR/replicated.json",
+                 shows=r"^(devices:|batch\[|params\[)")
+    with lesson.checks():
+        import json
+
+        replicated = json.loads((workdir / "replicated" / "sharding.json").read_text())
+        lesson.check_equal(replicated["devices"], DEVICES, "the devices of the child")
+        lesson.check_equal({path: (array["spec"], array["shard"]) for path, array in replicated["batch"].items()},
+                           {"['x']": (["devices"], [4, 16]), "['y']": (["devices"], [4, 1])},
+                           "the batch's partition spec and shard shapes")
+        lesson.check(all(array["spec"] == [] and array["shard"] == array["shape"]
+                         for part in ("params", "opt_state") for array in replicated[part].values()),
+                     "with the default strategy every parameter and optimizer-state array is whole on each device")
+
+    lesson.md("""
+    ## The same numbers as on one device
+
+    The same experiment trains here, in this process, on its one device. The loss curve
+    on 8 devices is the one-device curve, up to the order in which the 8 partial sums are
+    added, and the metric is computed over the whole batch of 32, not over one shard.
+    """)
+    cfg = regression_config.get_config()
+    cfg.num_train_steps, cfg.workdir = 20, str(workdir / "one-device")
     one_device = konfig.resolve(cfg)
     one_device.train()
-    print({name: run["devices"] for name, run in report.items()}, "here:", jax.device_count())
-    lesson.check_equal([run["devices"] for run in report.values()], [DEVICES, DEVICES], "the devices of the child")
+    print("devices here:", jax.device_count())
+    losses = {name: [round(row["losses/logcosh"], 6) for _, row in sorted(read_scalars(workdir / name, "train").items())]
+              for name in ("replicated", "one-device")}
+    print(losses)
+    with lesson.checks():
+        curves = {name: logged(workdir / name, "losses/logcosh") for name in ("replicated", "one-device")}
+        relative = largest_relative_difference(curves["replicated"], curves["one-device"])
+        lesson.check(relative <= LOSS_RTOL, f"the 8-device loss curve matches one device's within rtol {LOSS_RTOL:g}")
+        lesson.check_close(logged(workdir / "replicated", "metrics/within_tol")[0], within_tol_of_first_batch(one_device),
+                           "within_tol at step 0 on 8 devices = numpy's ratio pooled over the whole batch")
 
     lesson.md("""
-    ## By default, the batch is split and the parameters are copied
-
-    Each batch of 32 rows is split along its first axis, the mesh axis `devices`: 8
-    shards of 4 rows. The parameters are whole on every device. The loss curve is the
-    one-device curve, up to the order in which the 8 partial sums are added, and the metric
-    is pooled over the whole batch.
-    """)
-    replicated = report["replicated"]
-    print("batch:", replicated["batch_spec"], replicated["batch_shards"][0], "x", len(replicated["batch_shards"]))
-    losses = {name: logged(wd, "losses/logcosh") for name, (_, wd) in runs.items()} | {
-        "one device": logged(lesson.workdir / "one-device", "losses/logcosh")}
-    print({name: [round(loss[step], 6) for step in sorted(loss)] for name, loss in losses.items()})
-    lesson.check_equal((replicated["batch_spec"], replicated["batch_shards"]),
-                       (["devices"], [[BATCH_SIZE // DEVICES, FEATURES]] * DEVICES), "the batch's partition spec and shards")
-    lesson.check(all(p["replicated"] for p in replicated["params"].values()),
-                 "with the default strategy every parameter is replicated")
-    relative = largest_relative_difference(losses["replicated"], losses["one device"])
-    lesson.check(relative <= LOSS_RTOL, f"the 8-device loss curve matches one device's within rtol {LOSS_RTOL:g}")
-    lesson.check_close(logged(lesson.workdir / "replicated", "metrics/within_tol")[0], within_tol_of_first_batch(one_device),
-                       "within_tol at step 0 on 8 devices = numpy's ratio pooled over the whole batch")
-
-    lesson.md("""
-    ## With FSDP, each parameter is split across the devices
+    ## With FSDP, each parameter is split across the devices, and its optimizer state too
 
     Under `FSDPSharding`, `enc.kernel` (16 x 32) is split along its 32 columns, so each
-    device holds 16 x 4; a vector of 1 cannot be split 8 ways and stays whole. The
-    optimizer state follows the parameters. Training sees the same numbers.
+    device holds 16 x 4; a vector of 1 cannot be split 8 ways and stays whole. Adam's
+    moments `mu` and `nu` are split the same way as the parameter they follow (the
+    strategy's `opt_state=None` lets XLA propagate the parameters' sharding). Training
+    sees the same numbers.
     """)
-    for path, param in report["fsdp"]["params"].items():
-        print(f"{path:18} {param['shape']} -> {param['shard']} per device, partition spec {param['spec']}")
-    lesson.check_equal({path: param["shard"] for path, param in report["fsdp"]["params"].items()},
-                       {"['enc']['bias']": [4], "['enc']['kernel']": [16, 4], "['out']['bias']": [1],
-                        "['out']['kernel']": [4, 1]}, "each parameter's shard shape under FSDP on 8 devices")
-    lesson.check(largest_relative_difference(losses["fsdp"], losses["replicated"]) <= LOSS_RTOL,
-                 f"the FSDP loss curve matches the replicated one within rtol {LOSS_RTOL:g}")
+    lesson.shell("XLA_FLAGS=--xla_force_host_platform_device_count=8"
+                 " python -m sections.parts.on_devices $WORKDIR/fsdp.json",
+                 shows=r"^(params\[|opt_state\[0\]\.(mu|nu))")
+    print([round(row["losses/logcosh"], 6) for _, row in sorted(read_scalars(workdir / "fsdp", "train").items())])
+    with lesson.checks():
+        fsdp = json.loads((workdir / "fsdp" / "sharding.json").read_text())
+        shards = {path: array["shard"] for path, array in fsdp["params"].items()}
+        lesson.check_equal(shards, {"['enc']['bias']": [4], "['enc']['kernel']": [16, 4], "['out']['bias']": [1],
+                                    "['out']['kernel']": [4, 1]}, "each parameter's shard shape under FSDP on 8 devices")
+        lesson.check(all(fsdp["opt_state"][f"[0].{moment}{path}"] == array
+                         for moment in ("mu", "nu") for path, array in fsdp["params"].items()),
+                     "Adam's mu and nu have each parameter's shape, shard shape and partition spec")
+        from kauldron import kd
+
+        lesson.check(kd.sharding.ShardingStrategy().opt_state is None,
+                     "a ShardingStrategy leaves the optimizer state's sharding to XLA by default (opt_state=None)")
+        fsdp_relative = largest_relative_difference(logged(workdir / "fsdp", "losses/logcosh"), curves["replicated"])
+        lesson.check(fsdp_relative <= LOSS_RTOL, f"the FSDP loss curve matches the replicated one within rtol {LOSS_RTOL:g}")
+        lesson.fact("fsdp_shards", shards)
+        lesson.fact("max_relative_loss_difference", relative)
 
     lesson.md("""
     ## Past one host, `jax.distributed.initialize()` comes first
@@ -109,24 +123,53 @@ def data_parallel_training(lesson: Lesson) -> str:
     neither the Trainer nor `python -m kauldron.main`, so a wrapper calls it first
     (section 18). Called once this process has computed, it is refused.
     """)
-    error = lesson.check_raises(
-        RuntimeError, lambda: jax.distributed.initialize(coordinator_address="127.0.0.1:1", num_processes=1, process_id=0),
-        "jax.distributed.initialize() after this process has computed")
-    print(str(error).split(". ")[0])
-    lesson.check("must be called before any JAX calls" in str(error), "the error says it must be called before any JAX call")
-    lesson.check(not replicated["distributed_initialized"], "after training, the Trainer had not initialised jax.distributed")
-    lesson.check("distributed.initialize" not in library_source("kauldron.main"), "kauldron/main.py never calls it", internal=True)
-    lesson.fact("max_relative_loss_difference", relative)
-    lesson.fact("fsdp_shards", {path: param["shard"] for path, param in report["fsdp"]["params"].items()})
-    return f"batch split {DEVICES} ways; FSDP shards enc.kernel to 16x4; loss curves agree to {relative:.1g} relative"
+    try:
+        jax.distributed.initialize(coordinator_address="127.0.0.1:1", num_processes=1, process_id=0)
+    except RuntimeError as error:
+        print(str(error).split(". ")[0])
+    with lesson.checks():
+        error = lesson.check_raises(
+            RuntimeError,
+            lambda: jax.distributed.initialize(coordinator_address="127.0.0.1:1", num_processes=1, process_id=0),
+            "jax.distributed.initialize() after this process has computed")
+        lesson.check("must be called before any JAX calls" in str(error), "the error says it must be called before any JAX call")
+        lesson.check(not (replicated["distributed_initialized"] or fsdp["distributed_initialized"]),
+                     "after training on 8 devices, the Trainer had not initialised jax.distributed")
+        lesson.check("distributed.initialize" not in library_source("kauldron.main"), "kauldron/main.py never calls it",
+                     internal="reads Kauldron's source")
+        lesson.summary = (f"batch split {DEVICES} ways; FSDP shards enc.kernel to 16x4, Adam's moments alike;"
+                          f" loss curves agree to {relative:.1g} relative")
 
 
-def write_configs(lesson: Lesson, runs: dict) -> list[str]:
-    """Each config as JSON in the workdir, with its own workdir: NAME=PATH arguments."""
-    found = []
-    for name, (cfg, workdir) in runs.items():
-        cfg.workdir = str(workdir)
-        path = lesson.workdir / f"{name}.json"
-        path.write_text(cfg.to_json())
-        found.append(f"{name}={path}")
-    return found
+DEVICES = 8
+LOSS_RTOL = 1e-5  # 8 partial sums add floats in another order; measured up to 3.6e-6 relative
+
+
+def logged(run, tag: str) -> dict[int, float]:
+    """{step: value} of one scalar a run logged in train/."""
+    return {step: row[tag] for step, row in read_scalars(run, "train").items() if tag in row}
+
+
+def largest_relative_difference(a: dict[int, float], b: dict[int, float]) -> float:
+    """Between two curves logged at the same steps (an AssertionError if they were not)."""
+    assert sorted(a) == sorted(b), (sorted(a), sorted(b))
+    return max(abs(a[step] - b[step]) / abs(b[step]) for step in b)
+
+
+def within_tol_of_first_batch(trainer) -> float:
+    """WithinTol over the Trainer's first batch with its initial parameters, by numpy."""
+    import numpy as np
+
+    from sections.parts.regression import WithinTol
+
+    batch = next(iter(trainer.train_ds))
+    preds = trainer.model.apply({"params": trainer.init_state().params}, batch["x"])["y"]
+    return float(np.mean(np.abs(np.asarray(preds) - batch["y"]) < WithinTol(preds="", targets="").tol))
+
+
+def library_source(module: str) -> str:
+    """The text of an installed module's file, read without importing it."""
+    import importlib.util
+    import pathlib
+
+    return pathlib.Path(importlib.util.find_spec(module).origin).read_text()

@@ -9,42 +9,45 @@ the last step writes a small init transform that does.
 
 import jax
 import numpy as np
-import orbax.checkpoint as ocp
 from flax.errors import ScopeParamShapeError
-from kauldron import konfig
+from kauldron import kd, konfig
 
-from configs import regression
-from sections.figures import plot_losses
-from sections.lesson import Lesson
-from sections.registry import section
-from sections.recompute import logged, same
+from configs import regression as regression_config
+from harness import Lesson, Panel, section
+from harness.compare import same
+from sections.parts.logs import read_scalars
 
 with konfig.imports():
     import optax as optax_cfg
     from kauldron import kd as kd_cfg
 
-    from sections import shared as shared_cfg
     from sections.parts import finetune as finetune_cfg
-
-STEPS = 50
+    from sections.parts import regression as regression_cfg
 
 
 @section(13, "finetune", "Fine-tuning: start from a checkpoint, freeze part of the model", part="for-real", trains=True,
          shows="SimpleCheckpointLoader loads a trained encoder by name; kd.optim freezes it; a custom InitTransform renames",
          reference="https://kauldron.readthedocs.io/en/latest/checkpoint.html#partial-loading")
-def finetune_from_a_checkpoint(lesson: Lesson) -> str:
+def finetune_from_a_checkpoint(lesson: Lesson, workdir):
     lesson.md("""
     ## Pretrain, and keep the checkpoint
 
-    The regression experiment trains for 50 steps with a `Checkpointer` that saves at the
-    end. Its encoder, the Dense layer `enc`, is what the next model reuses.
+    The regression experiment trains for 50 steps with a `Checkpointer` that saves every
+    50 steps, step 0 included. Its encoder, the Dense layer `enc`, is what the next model
+    reuses. A `kd.ckpts.Checkpointer` on that workdir reads its latest checkpoint back;
+    given `kd.ckpts.items.StandardCheckpointItem()`, as nested dicts of arrays.
     """)
-    pretrained = lesson.workdir / "pretrain"
-    cfg = experiment(pretrained, shared_cfg.MLP(inputs="batch.x"))
-    cfg.checkpointer = kd_cfg.ckpts.Checkpointer(save_interval_steps=STEPS)
+    cfg = regression_config.get_config()
+    cfg.workdir, cfg.num_train_steps = str(workdir / "pretrain"), 50
+    cfg.checkpointer = kd_cfg.ckpts.Checkpointer(save_interval_steps=50)
     konfig.resolve(cfg).train()
-    checkpoint = ocp.StandardCheckpointer().restore(pretrained / "checkpoints" / f"ckpt_{STEPS}" / "default")
-    print(jax.tree.map(np.shape, checkpoint["params"]))
+    checkpointer = kd.ckpts.Checkpointer(workdir=str(workdir / "pretrain"), save_interval_steps=1)
+    pretrained = checkpointer.restore(kd.ckpts.items.StandardCheckpointItem())
+    print("checkpoints:", checkpointer.all_steps, "restored step:", int(pretrained["step"]))
+    print(jax.tree.map(np.shape, pretrained["params"]))
+    with lesson.checks():
+        lesson.check_equal((list(checkpointer.all_steps), int(pretrained["step"])), ([0, 50], 50),
+                           "the pretraining run's checkpoints, and the step restore() reads by default: the latest")
 
     lesson.md("""
     ## Load the encoder into a new model, by name
@@ -53,34 +56,79 @@ def finetune_from_a_checkpoint(lesson: Lesson) -> str:
     `kd.ckpts.SimpleCheckpointLoader(workdir=...)` restores every parameter whose name is
     in both models and leaves the new layers as they were initialised. The optimizer
     `kd.optim.partial_updates(..., mask=kd.optim.exclude("enc"))` zeroes the encoder's
-    updates, so only the new layers train.
+    updates, so only the new layers train. This run saves a checkpoint too.
     """)
-    cfg = experiment(lesson.workdir / "finetune", finetune_cfg.MLPNewHead(inputs="batch.x"))
-    cfg.init_transform = kd_cfg.ckpts.SimpleCheckpointLoader(workdir=str(pretrained))
+    cfg = regression_config.get_config()
+    cfg.workdir, cfg.num_train_steps = str(workdir / "finetune"), 50
+    cfg.model = finetune_cfg.MLPNewHead(inputs="batch.x")
+    cfg.init_transform = kd_cfg.ckpts.SimpleCheckpointLoader(workdir=str(workdir / "pretrain"))
     cfg.optimizer = kd_cfg.optim.partial_updates(optax_cfg.adam(learning_rate=1e-2), mask=kd_cfg.optim.exclude("enc"))
+    cfg.checkpointer = kd_cfg.ckpts.Checkpointer(save_interval_steps=50)
     finetune = konfig.resolve(cfg)
-    start, fresh = finetune.init_state(), finetune.init_state(skip_transforms=True)
+    start = finetune.init_state()
     print(jax.tree.map(np.shape, start.params))
-    lesson.check(same(start.params["enc"], checkpoint["params"]["enc"]), "at step 0 the encoder is the checkpoint's, bit for bit")
-    lesson.check(same([start.params["adapter"], start.params["head"]], [fresh.params["adapter"], fresh.params["head"]]),
-                 "at step 0 the new layers are freshly initialised")
+    with lesson.checks():
+        fresh = finetune.init_state(skip_transforms=True)
+        lesson.check(same(start.params["enc"], pretrained["params"]["enc"]), "at step 0 the encoder is the checkpoint's, bit for bit")
+        lesson.check(same([start.params["adapter"], start.params["head"]], [fresh.params["adapter"], fresh.params["head"]]),
+                     "at step 0 the new layers are freshly initialised")
 
     lesson.md("""
     ## Train the head; the encoder stays frozen
 
     After training, the encoder is still the checkpoint's and the head has moved. The same
-    model and optimizer without the checkpoint, a frozen random encoder, ends far worse.
+    model and optimizer without the checkpoint (`kd.ckpts.NoopTransform()`), a frozen
+    random encoder, ends far worse.
     """)
     state, _ = finetune.train()
-    cfg.workdir, cfg.init_transform = str(lesson.workdir / "scratch"), kd_cfg.ckpts.NoopTransform()
+    cfg.workdir, cfg.init_transform = str(workdir / "scratch"), kd_cfg.ckpts.NoopTransform()
     konfig.resolve(cfg).train()
-    curves = {name: logged(lesson.workdir / name, "losses/logcosh") for name in ("finetune", "scratch")}
-    print({name: round(curve[STEPS], 4) for name, curve in curves.items()})
-    lesson.check(same(state.params["enc"], checkpoint["params"]["enc"]), "after training, the encoder is still the checkpoint's")
-    lesson.check(not same(state.params["head"], start.params["head"]), "after training, the head's parameters have moved")
-    lesson.check(curves["finetune"][STEPS] * 2 < curves["scratch"][STEPS], "the fine-tuned loss is under half the from-scratch one")
-    lesson.fact("final_logcosh", {name: curve[STEPS] for name, curve in curves.items()})
-    plot_losses(lesson, curves)
+    final = {name: read_scalars(workdir / name, "train")[50]["losses/logcosh"] for name in ("finetune", "scratch")}
+    print({name: round(loss, 4) for name, loss in final.items()})
+    with lesson.checks():
+        lesson.check(same(state.params["enc"], pretrained["params"]["enc"]), "after training, the encoder is still the checkpoint's")
+        lesson.check(not same(state.params["head"], start.params["head"]), "after training, the head's parameters have moved")
+        lesson.check(final["finetune"] * 2 < final["scratch"], "the fine-tuned loss is under half the from-scratch one")
+        lesson.fact("final_logcosh", final)
+        curves = {name: {step: row["losses/logcosh"] for step, row in read_scalars(workdir / name, "train").items()}
+                  for name in ("finetune", "scratch")}
+        names = {"finetune": "fine-tuned (pretrained encoder)", "scratch": "from scratch (random encoder)"}
+        lesson.plot("Section 13: a frozen pretrained encoder against the same model from scratch",
+                    Panel("training loss", "step", "logcosh (log scale)", log_y=True,
+                          lines={names[name]: (sorted(c), [c[s] for s in sorted(c)]) for name, c in curves.items()}))
+
+    lesson.md("""
+    ## A restart resumes the fine-tune: the init transform is skipped
+
+    `train()` on a workdir that already holds a checkpoint is a restart: it restores that
+    checkpoint, the fine-tuned state, and skips the init transform (it initialises the
+    state with `skip_transforms=True` when the checkpointer has a latest step). So a
+    preempted fine-tune never reloads the pretrained weights over its progress, and no
+    longer needs them. To see it, the loader now points at a run with no checkpoint: on
+    the fine-tune's workdir, whose latest checkpoint is `ckpt_50`, ten more steps train
+    from step 50; on a fresh workdir, the same config stops at the loader.
+    """)
+    cfg.workdir, cfg.num_train_steps = str(workdir / "finetune"), 60
+    cfg.init_transform = kd_cfg.ckpts.SimpleCheckpointLoader(workdir=str(workdir / "no-checkpoint-here"))
+    resumed, _ = konfig.resolve(cfg).train()
+    print("logged steps:", sorted(read_scalars(workdir / "finetune", "train")))
+    cfg.workdir = str(workdir / "fresh")
+    try:
+        konfig.resolve(cfg).train()
+    except FileNotFoundError as error:
+        print("on a fresh workdir:", type(error).__name__, str(error).split(". ")[0])
+    with lesson.checks():
+        lesson.check_equal(steps_of_the_last_train_call(workdir / "finetune"), [50, 60],
+                           "the steps the restart logged (its own event file): it began at the checkpoint's step")
+        lesson.check(same(resumed.params["enc"], pretrained["params"]["enc"]),
+                     "the resumed encoder is still the pretrained one (from the fine-tune's checkpoint)")
+        error = lesson.check_raises(FileNotFoundError, konfig.resolve(cfg).init_state,
+                                    "the same loader applied on a fresh start (init_state)")
+        lesson.check("No checkpoint found" in str(error) and "no-checkpoint-here" in str(error),
+                     "the error names the loader's workdir, which has no checkpoint")
+        lesson.check("skip_transforms=latest_step is not None" in library_source("kauldron.train.train_loop"),
+                     "kauldron/train/train_loop.py initialises with skip_transforms when there is a latest step",
+                     internal="reads Kauldron's source")
 
     lesson.md("""
     ## The loader matches names, not shapes
@@ -89,13 +137,20 @@ def finetune_from_a_checkpoint(lesson: Lesson) -> str:
     anyway: an MLP with 64 hidden units gets a 16 x 32 `enc` back, and training stops at
     its first step with Flax's `ScopeParamShapeError`. Give new layers new names.
     """)
-    cfg = experiment(lesson.workdir / "wider", shared_cfg.MLP(inputs="batch.x", hidden=64))
-    cfg.init_transform = kd_cfg.ckpts.SimpleCheckpointLoader(workdir=str(pretrained))
+    cfg = regression_config.get_config()
+    cfg.workdir, cfg.num_train_steps = str(workdir / "wider"), 50
+    cfg.model = regression_cfg.MLP(inputs="batch.x", hidden=64)
+    cfg.init_transform = kd_cfg.ckpts.SimpleCheckpointLoader(workdir=str(workdir / "pretrain"))
     wider = konfig.resolve(cfg)
-    print(wider.init_state().params["enc"]["kernel"].shape)
-    lesson.check_equal(wider.init_state().params["enc"]["kernel"].shape, (16, 32),
-                       "the 64-unit MLP's enc kernel, restored by name")
-    lesson.check_raises(ScopeParamShapeError, wider.train, "training it")
+    print("enc kernel:", wider.init_state().params["enc"]["kernel"].shape)
+    try:
+        wider.train()
+    except ScopeParamShapeError as error:
+        print(type(error).__name__, str(error).split(" (https")[0])
+    with lesson.checks():
+        lesson.check_equal(wider.init_state().params["enc"]["kernel"].shape, (16, 32),
+                           "the 64-unit MLP's enc kernel, restored by name")
+        lesson.check_raises(ScopeParamShapeError, wider.train, "training it")
 
     lesson.md("""
     ## Renaming: a small `InitTransform` of your own
@@ -106,22 +161,41 @@ def finetune_from_a_checkpoint(lesson: Lesson) -> str:
     one method, `transform(state)`; `LoadRenamed` (below) restores the checkpoint's
     parameters and puts `enc` where the new model calls it `encoder`.
     """)
-    cfg = experiment(lesson.workdir / "renamed", finetune_cfg.MLPRenamed(inputs="batch.x"))
-    cfg.init_transform = finetune_cfg.LoadRenamed(workdir=str(pretrained), new_to_old={"encoder": "enc"})
+    cfg = regression_config.get_config()
+    cfg.workdir, cfg.num_train_steps = str(workdir / "renamed"), 50
+    cfg.model = finetune_cfg.MLPRenamed(inputs="batch.x")
+    cfg.init_transform = finetune_cfg.LoadRenamed(workdir=str(workdir / "pretrain"), new_to_old={"encoder": "enc"})
     renamed = konfig.resolve(cfg).init_state()
     print(jax.tree.map(np.shape, renamed.params))
-    lesson.check(same(renamed.params["encoder"], checkpoint["params"]["enc"]), "the renamed encoder is the checkpoint's enc")
-    cfg.init_transform = kd_cfg.ckpts.PartialKauldronLoader(workdir=str(pretrained), new_to_old={"params.encoder": "params.enc"})
-    error = lesson.check_raises(ModuleNotFoundError, konfig.resolve(cfg).init_state,
-                                "kd.ckpts.PartialKauldronLoader from PyPI (the day it works, this fails)")
-    lesson.check_equal(error.name, "orbax.checkpoint.experimental.model_surgery.standard_checkpoint_handler",
-                       "the module PartialKauldronLoader misses")
-    return (f"encoder loaded by name, frozen: logcosh {curves['finetune'][STEPS]:.4f} vs {curves['scratch'][STEPS]:.4f}"
-            " from scratch; renamed by a custom InitTransform")
+    cfg.init_transform = kd_cfg.ckpts.PartialKauldronLoader(workdir=str(workdir / "pretrain"),
+                                                            new_to_old={"params.encoder": "params.enc"})
+    try:
+        konfig.resolve(cfg).init_state()
+    except ModuleNotFoundError as error:
+        print("PartialKauldronLoader:", type(error).__name__, error.name)
+    with lesson.checks():
+        lesson.check(same(renamed.params["encoder"], pretrained["params"]["enc"]), "the renamed encoder is the checkpoint's enc")
+        error = lesson.check_raises(ModuleNotFoundError, konfig.resolve(cfg).init_state,
+                                    "kd.ckpts.PartialKauldronLoader from PyPI (the day it works, this fails)")
+        lesson.check_equal(error.name, "orbax.checkpoint.experimental.model_surgery.standard_checkpoint_handler",
+                           "the module PartialKauldronLoader misses")
+        lesson.summary = (f"encoder loaded by name, frozen: logcosh {final['finetune']:.4f} vs {final['scratch']:.4f}"
+                          " from scratch; a resume skips the loader; renamed by a custom InitTransform")
 
 
-def experiment(workdir, model):
-    """The regression experiment with another model, for STEPS steps."""
-    cfg = regression.get_config()
-    cfg.workdir, cfg.num_train_steps, cfg.model = str(workdir), STEPS, model
-    return cfg
+def steps_of_the_last_train_call(run) -> list[int]:
+    """The steps at which the latest `train()` on a workdir logged its loss: its own event file's."""
+    from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+
+    from sections.parts.logs import event_files
+
+    return sorted({int(event.step) for event in EventFileLoader(str(event_files(run, "train")[-1])).Load()
+                   if any(value.tag == "losses/logcosh" for value in event.summary.value)})
+
+
+def library_source(module: str) -> str:
+    """The text of an installed module's file, read without importing it."""
+    import importlib.util
+    import pathlib
+
+    return pathlib.Path(importlib.util.find_spec(module).origin).read_text()

@@ -9,31 +9,26 @@ server wants.
 """
 
 import dataclasses
-import json
 
 import jax
 import numpy as np
-import orbax.checkpoint as ocp
-from kauldron import konfig
+from kauldron import kd, konfig
 
-from configs import regression
-from sections.children import python_m, run_child
-from sections.lesson import Lesson
-from sections.registry import section
-from sections.shared import FEATURES, make_data
+from configs import regression as regression_config
+from harness import Lesson, section
+from sections.parts.regression import make_data
 
 with konfig.imports():
     from kauldron import kd as kd_cfg
 
     from sections.parts import randomness as randomness_cfg
 
-STEPS = 20
-
 
 @section(16, "export", "The trained model outside Kauldron: the exported forward pass", part="for-real", trains=True,
+         starts_processes=True,
          shows="train() exports in training mode (params only, CPU and TPU); export for serving; served without Kauldron",
          reference="https://kauldron.readthedocs.io/en/latest/export.html")
-def serve_without_kauldron(lesson: Lesson) -> str:
+def serve_without_kauldron(lesson: Lesson, workdir):
     lesson.md("""
     ## An exporter in the config
 
@@ -41,35 +36,48 @@ def serve_without_kauldron(lesson: Lesson) -> str:
     With `kd.export.JaxModelExporter()`, `train()` writes `train_model.jax_exported` to
     the workdir. The model here is the MLP with dropout of section 14.
     """)
-    cfg = regression.get_config()
-    cfg.workdir, cfg.num_train_steps = str(lesson.workdir / "run"), STEPS
+    cfg = regression_config.get_config()
+    cfg.workdir, cfg.num_train_steps = str(workdir / "run"), 20
     cfg.model = randomness_cfg.DropoutMLP(inputs="batch.x", rate=0.5)
-    cfg.checkpointer = kd_cfg.ckpts.Checkpointer(save_interval_steps=STEPS)
+    cfg.checkpointer = kd_cfg.ckpts.Checkpointer(save_interval_steps=20)
     cfg.exporter = kd_cfg.export.JaxModelExporter()
     trainer = konfig.resolve(cfg)
     state, _ = trainer.train()
     print(sorted(path.name for path in trainer.workdir.iterdir()))
-    lesson.check((trainer.workdir / "train_model.jax_exported").is_file(), "train() wrote train_model.jax_exported")
-    lesson.check(type(default_exporter(lesson)).__name__ == "NoopExporter",
-                 "without an exporter in the config, a Trainer's exporter is a NoopExporter")
+    with lesson.checks():
+        lesson.check((trainer.workdir / "train_model.jax_exported").is_file(), "train() wrote train_model.jax_exported")
+        lesson.check(type(default_exporter(workdir / "default")).__name__ == "NoopExporter",
+                     "without an exporter in the config, a Trainer's exporter is a NoopExporter")
 
     lesson.md("""
     ## What `train()` exported: the training mode
 
-    The file is the forward pass for CPU and TPU, taking the `params` collection only (a
-    model with batch statistics would need more), in *training* mode: dropout is on,
-    with the training RNG streams seeded from `key`, so two keys give two predictions,
-    and the model records that it was training.
+    The file is the forward pass for CPU and TPU, in *training* mode: dropout is on, with
+    the training RNG streams seeded from `key`, so two keys give two predictions, and the
+    model records that it was training. Its arguments are `params`, `key` and the
+    model's inputs, and nothing else: `JaxModelExporter` applies the model to
+    `{"params": params}` alone. So a model with other collections, BatchNorm's
+    `batch_stats` for one, cannot be exported with it: its export runs on freshly
+    initialised statistics, not the trained ones, and says nothing.
     """)
-    exported = load(trainer.workdir / "train_model.jax_exported")
+    exported = jax.export.deserialize(bytearray((trainer.workdir / "train_model.jax_exported").read_bytes()))
     x = make_data("eval")["x"]
-    outputs = [exported.call(params=state.params, key=key_data(seed), inputs=x) for seed in (0, 1)]
-    print(exported.platforms, sorted(exported.in_tree.unflatten(exported.in_avals)[1]), outputs[0]["interms"]["is_training"])
-    lesson.check_equal(tuple(exported.platforms), ("cpu", "tpu"), "the platforms exported by default")
-    lesson.check_equal(sorted(exported.in_tree.unflatten(exported.in_avals)[1]), ["inputs", "key", "params"],
-                       "the exported function's arguments: params, no other collection")
-    lesson.check(not np.array_equal(outputs[0]["preds"]["y"], outputs[1]["preds"]["y"]), "two keys, two predictions: dropout is on")
-    lesson.check_equal(float(outputs[0]["interms"]["is_training"][0]), 1.0, "the model recorded is_training")
+    keys = [jax.random.key_data(jax.random.key(seed)) for seed in (0, 1)]
+    outputs = [exported.call(params=state.params, key=key, inputs=x) for key in keys]
+    print(exported.platforms, sorted(exported.in_tree.unflatten(exported.in_avals)[1]))
+    print("is_training:", float(outputs[0]["interms"]["is_training"][0]),
+          " two keys, same predictions:", np.array_equal(outputs[0]["preds"]["y"], outputs[1]["preds"]["y"]))
+    with lesson.checks():
+        lesson.check_equal(tuple(exported.platforms), ("cpu", "tpu"), "the platforms exported by default")
+        lesson.check_equal(sorted(exported.in_tree.unflatten(exported.in_avals)[1]), ["inputs", "key", "params"],
+                           "the exported function's arguments: params, no other collection")
+        lesson.check(not np.array_equal(outputs[0]["preds"]["y"], outputs[1]["preds"]["y"]),
+                     "two keys, two predictions: dropout is on")
+        lesson.check_equal(float(outputs[0]["interms"]["is_training"][0]), 1.0, "the model recorded is_training")
+        with_state_stats, with_fresh_stats, arguments = export_batchnorm_model(trainer, state, x)
+        lesson.check("batch_stats" not in arguments and with_fresh_stats and not with_state_stats,
+                     "a BatchNorm model exported by JaxModelExporter (eval mode) computes with freshly initialised"
+                     " batch_stats, not the state's, which it takes no argument for")
 
     lesson.md("""
     ## Export for serving: the same exporter, in eval mode
@@ -80,50 +88,84 @@ def serve_without_kauldron(lesson: Lesson) -> str:
     """)
     serving = dataclasses.replace(trainer.exporter, name="eval_model")
     serving.export(model=trainer.model, state=state, element_spec=trainer.train_ds.element_spec, is_training=False)
-    eval_model = load(trainer.workdir / "eval_model.jax_exported")
-    served_here = [np.asarray(eval_model.call(params=state.params, key=key_data(seed), inputs=x)["preds"]["y"]) for seed in (0, 1)]
+    eval_model = jax.export.deserialize(bytearray((trainer.workdir / "eval_model.jax_exported").read_bytes()))
+    served_here = [np.asarray(eval_model.call(params=state.params, key=key, inputs=x)["preds"]["y"]) for key in keys]
     own = np.asarray(trainer.model.apply({"params": state.params}, x, is_training_property=False)["y"])
     print(np.abs(served_here[0] - served_here[1]).max(), np.abs(served_here[0] - own).max())
-    lesson.check(np.array_equal(served_here[0], served_here[1]), "in eval mode, two keys give the same predictions")
-    lesson.check(np.array_equal(served_here[0], own), "the eval-mode export = the model's own eval-mode predictions")
+    with lesson.checks():
+        lesson.check(np.array_equal(served_here[0], served_here[1]), "in eval mode, two keys give the same predictions")
+        lesson.check(np.array_equal(served_here[0], own), "the eval-mode export = the model's own eval-mode predictions")
 
     lesson.md("""
     ## Serve it without Kauldron
 
-    `sections/serve_exported.py` (below) loads the file and the last checkpoint's
-    parameters with jax and orbax only, in a process that never imports Kauldron, Flax or
-    TensorFlow. Its predictions are the model's own, bit for bit, for any batch size; rows
-    of the wrong width are refused with the shape it expects.
+    `sections/parts/serve_exported.py` (below) loads the file and the last checkpoint's
+    parameters with jax and orbax only, and imports neither Kauldron, nor Flax, nor
+    TensorFlow: `-X importtime` makes Python list every module it imports, and none of
+    them is there. Its predictions are the model's own with the checkpoint's parameters,
+    bit for bit, for any batch size; rows of the wrong width are refused with the shape
+    it expects.
     """)
-    checkpoint = trainer.workdir / "checkpoints" / f"ckpt_{STEPS}" / "default"
-    np.save(lesson.workdir / "inputs.npy", x)
-    run_child(python_m("sections.serve_exported", str(trainer.workdir / "eval_model.jax_exported"), str(checkpoint),
-                       str(lesson.workdir / "inputs.npy"), str(lesson.workdir / "served.npz")), "the serving process",
-              fresh_python=True)  # what it imports is checked: nothing imported beforehand
-    served = np.load(lesson.workdir / "served.npz")
-    report = json.loads(str(served["report"]))
-    print(report)
-    saved_params = ocp.StandardCheckpointer().restore(checkpoint)["params"]
-    lesson.check_equal(report["imported"], [], "what the serving process imported of kauldron, flax and tensorflow")
-    lesson.check(np.array_equal(served["preds"], trainer.model.apply({"params": saved_params}, x, is_training_property=False)["y"]),
-                 "the served predictions equal the model's own with ckpt's parameters, bit for bit")
-    lesson.check_equal(report["five_rows"], [5, 1], "the predictions' shape for 5 rows: the batch size is free")
-    lesson.check("Shape mismatch" in (report["refused"] or "") and f"(b, {FEATURES})" in report["refused"],
-                 f"rows of {FEATURES - 1} features are refused, naming the shape (b, {FEATURES})")
-    lesson.fact("served", {"rows": len(x), "refused": report["refused"]})
-    return f"train() exported in training mode; an eval-mode export served {len(x)} rows without Kauldron, bit for bit"
+    np.save(workdir / "inputs.npy", x)
+    serve = lesson.shell("python -X importtime -m sections.parts.serve_exported $WORKDIR/run/eval_model.jax_exported"
+                         " $WORKDIR/run/checkpoints/ckpt_20/default $WORKDIR/inputs.npy $WORKDIR/served.npy",
+                         shows=r"^(arguments|predictions|rows of)")
+    served = np.load(workdir / "served.npy")
+    ckpt_20 = kd.ckpts.Checkpointer(workdir=workdir / "run", save_interval_steps=1).restore(trainer.init_state(), step=20)
+    own_20 = np.asarray(trainer.model.apply({"params": ckpt_20.params}, x, is_training_property=False)["y"])
+    print("served = the model's own with ckpt_20:", np.array_equal(served, own_20))
+    with lesson.checks():
+        imported = imported_packages(serve.output)
+        lesson.check({"jax", "orbax", "numpy"} <= imported and not imported & {"kauldron", "flax", "tensorflow"},
+                     "the serving process imported jax, orbax and numpy, and none of kauldron, flax and tensorflow")
+        lesson.check(np.array_equal(served, own_20),
+                     "the served predictions equal the model's own with ckpt_20's parameters, bit for bit")
+        lesson.check("(5, 1) for 5" in serve.output, "the predictions' shape for 5 rows: the batch size is free")
+        refused = next(line for line in serve.output.splitlines() if line.startswith("rows of 15 features: "))
+        lesson.check("Shape mismatch" in refused and "(b, 16)" in refused,
+                     "rows of 15 features are refused, naming the shape (b, 16)")
+        lesson.fact("served", {"rows": len(x), "refused": refused.removeprefix("rows of 15 features: ")})
+        lesson.summary = (f"train() exported in training mode; an eval-mode export served {len(x)} rows without"
+                          " Kauldron, bit for bit")
 
 
-def default_exporter(lesson: Lesson):
+def default_exporter(workdir):
     """The exporter of the regression experiment, which names none."""
-    cfg = regression.get_config()
-    cfg.workdir = str(lesson.workdir / "default")
+    cfg = regression_config.get_config()
+    cfg.workdir = str(workdir)
     return konfig.resolve(cfg).exporter
 
 
-def load(path):
-    return jax.export.deserialize(bytearray(path.read_bytes()))
+def imported_packages(output: str) -> set[str]:
+    """The top-level packages `python -X importtime` says the process imported."""
+    lines = [line.split("|")[-1].strip() for line in output.splitlines() if line.startswith("import time:")]
+    return {name.split(".")[0] for name in lines if name and name != "imported package"}
 
 
-def key_data(seed: int):
-    return jax.random.key_data(jax.random.key(seed))
+def export_batchnorm_model(trainer, state, x) -> tuple[bool, bool, list[str]]:
+    """A model with BatchNorm, exported in eval mode by the Trainer's exporter with a
+    state holding batch statistics that are not the initial ones: whether the export's
+    predictions are those with the state's statistics, with fresh ones, and its arguments."""
+    import flax.linen as nn
+    from kauldron import kontext
+
+    class BatchNormMLP(nn.Module):
+        inputs: kontext.Key = kontext.REQUIRED
+        is_training = kd.nn.train_property()
+
+        @nn.compact
+        def __call__(self, inputs):
+            return {"y": nn.Dense(1)(nn.BatchNorm(use_running_average=not self.is_training)(inputs))}
+
+    model = BatchNormMLP(inputs="batch.x")
+    fresh = model.init(jax.random.key(0), x, is_training_property=False)
+    trained_stats = jax.tree.map(lambda value: value + 3.0, fresh["batch_stats"])  # as if trained
+    bn_state = state.replace(params=fresh["params"], collections={"batch_stats": trained_stats})
+    dataclasses.replace(trainer.exporter, name="batchnorm_model").export(
+        model=model, state=bn_state, element_spec=trainer.train_ds.element_spec, is_training=False)
+    exported = jax.export.deserialize(bytearray((trainer.workdir / "batchnorm_model.jax_exported").read_bytes()))
+    preds = np.asarray(exported.call(params=fresh["params"], key=jax.random.key_data(jax.random.key(0)), inputs=x)["preds"]["y"])
+    with_state = model.apply({"params": fresh["params"], "batch_stats": trained_stats}, x, is_training_property=False)["y"]
+    with_fresh = model.apply(fresh, x, is_training_property=False)["y"]
+    return (np.allclose(preds, with_state), np.allclose(preds, with_fresh),
+            sorted(exported.in_tree.unflatten(exported.in_avals)[1]))

@@ -4,49 +4,56 @@ Flax's current API is NNX: a module is a Python object that owns its parameters.
 trains one through `kauldron.contrib.modules.knnx.KdNnxModule`, with the same config,
 losses and metrics as the Linen MLP. Its dataclass fields are its config; Kauldron builds
 the layers by calling its `setup(rngs)`, with an `nnx.Rngs` made from the Trainer's RNG
-streams, so the seed still comes from the Trainer.
+streams, so the seed still comes from the Trainer. An NNX module you already have is
+wrapped by `knnx.LinenModuleFromNnxDef`.
 """
+
+import functools
 
 import jax
 import numpy as np
 from flax import nnx
 from kauldron import konfig
+from kauldron.contrib.modules import knnx
 
-from configs import regression
-from sections.lesson import Lesson
-from sections.registry import section
-from sections.recompute import same
-from sections.shared import MLP, event_files, make_data, read_scalars
+from configs import regression as regression_config
+from harness import Lesson, section
+from harness.compare import same
+from sections.parts.logs import read_scalars
+from sections.parts.regression import FEATURES, MLP, make_data
 
 with konfig.imports():
     from kauldron import kd as kd_cfg
 
     from sections.parts import nnx_mlp as nnx_cfg
 
-STEPS = 100
-ENC_OUT = "interms.enc_out.value[0]"
-
 
 @section(17, "nnx", "A Flax NNX model, trained by the same Trainer", part="for-real", trains=True,
-         shows="the MLP written in NNX (kauldron.contrib knnx): same Trainer and losses, its mode, a sown value read by a metric",
+         shows="the MLP written in NNX (knnx): same Trainer and losses, its mode, a sown value read by a metric; an NNX module wrapped",
          reference="https://kauldron.readthedocs.io/en/latest/nnx.html")
-def an_nnx_model(lesson: Lesson) -> str:
+def an_nnx_model(lesson: Lesson, workdir):
     lesson.md("""
     ## The MLP in NNX, under the same Trainer
 
-    `NnxMLP` (below) makes its layers in `setup`. NNX captures nothing by itself the way
-    Linen's `interms.enc.__call__[0]` does: what a module `sow`s is what a metric can
-    read, here `self.sow(nnx.Intermediate, "enc_out", h)` at `interms.enc_out.value[0]`.
+    `NnxMLP` (below) makes its layers in `setup`, and takes its input by a `kontext.Key`
+    field like the Linen MLP. NNX captures nothing by itself the way Linen's
+    `interms.enc.__call__[0]` does: what a module `sow`s is what a metric can read, here
+    `self.sow(nnx.Intermediate, "enc_out", h)` at `interms.enc_out.value[0]`.
     """)
-    trainer = konfig.resolve(experiment(lesson.workdir / "run", seed=0))
+    cfg = regression_config.get_config()
+    cfg.workdir, cfg.num_train_steps = str(workdir / "run"), 100
+    cfg.model = nnx_cfg.NnxMLP(inputs="batch.x")
+    cfg.train_metrics["enc_norm"] = kd_cfg.metrics.Norm(tensor="interms.enc_out.value[0]")  # the sown value
+    trainer = konfig.resolve(cfg)
     state, _ = trainer.train()
-    logged = read_scalars(*event_files(lesson.workdir / "run", "train"))
+    logged = read_scalars(workdir / "run", "train")
     print({step: (round(row["losses/logcosh"], 4), round(row["metrics/enc_norm"], 3)) for step, row in logged.items()
            if step % 50 == 0})
-    lesson.check(logged[STEPS]["losses/logcosh"] * 10 <= logged[0]["losses/logcosh"],
-                 f"the training loss fell at least 10x over {STEPS} steps")
-    lesson.check(all(np.isfinite(row["metrics/enc_norm"]) and row["metrics/enc_norm"] > 0 for row in logged.values()),
-                 f"kd.metrics.Norm read the sown value at {ENC_OUT} at every logged step")
+    with lesson.checks():
+        lesson.check(logged[100]["losses/logcosh"] * 10 <= logged[0]["losses/logcosh"],
+                     "the training loss fell at least 10x over 100 steps")
+        lesson.check(all(np.isfinite(row["metrics/enc_norm"]) and row["metrics/enc_norm"] > 0 for row in logged.values()),
+                     "kd.metrics.Norm read the sown value at interms.enc_out.value[0] at every logged step")
 
     lesson.md("""
     ## The parameters, and what travels with them
@@ -59,14 +66,18 @@ def an_nnx_model(lesson: Lesson) -> str:
     """)
     print(jax.tree.map(lambda v: (type(v).__name__, v.shape), state.params, is_leaf=lambda v: isinstance(v, nnx.Variable)))
     print(sorted(state.collections["nnx"]))
-    lesson.check_equal(sorted(state.collections["nnx"]), ["attributes", "graphdef", "rng_vars"], "state.collections['nnx']")
-    lesson.check(all(isinstance(v, nnx.Param) for v in jax.tree.leaves(state.params, is_leaf=is_variable)),
-                 "every leaf of state.params is an nnx.Param")
-    lesson.check(not hasattr(trainer.model, "enc"), "the module in the config has no layers after training")
-    initial = [plain(konfig.resolve(experiment(lesson.workdir / f"seed-{i}", seed)).init_state().params)
-               for i, seed in enumerate((0, 0, 1))]
-    lesson.check(same(initial[0], initial[1]) and not same(initial[0], initial[2]),
-                 "the initial values come from the Trainer's seed: seed 0 twice the same, seed 1 not")
+    with lesson.checks():
+        lesson.check_equal(sorted(state.collections["nnx"]), ["attributes", "graphdef", "rng_vars"], "state.collections['nnx']")
+        lesson.check(all(isinstance(v, nnx.Param) for v in jax.tree.leaves(state.params, is_leaf=is_variable)),
+                     "every leaf of state.params is an nnx.Param")
+        lesson.check_equal(jax.tree.map(lambda v: type(v).__name__, state.collections["nnx"]["rng_vars"], is_leaf=is_variable),
+                           {"drop": {"rngs": {"count": "RngCount", "key": "RngKey"}}},
+                           "rng_vars: the dropout layer's key and counter")
+        lesson.check(not hasattr(trainer.model, "enc"), "the module in the config has no layers after training")
+        initial = [plain(konfig.resolve(experiment(workdir / f"seed-{i}", seed)).init_state().params)
+                   for i, seed in enumerate((0, 0, 1))]
+        lesson.check(same(initial[0], initial[1]) and not same(initial[0], initial[2]),
+                     "the initial values come from the Trainer's seed: seed 0 twice the same, seed 1 not")
 
     lesson.md("""
     ## Train and eval mode
@@ -77,8 +88,7 @@ def an_nnx_model(lesson: Lesson) -> str:
     evaluation no RNG is reseeded (unless a stream has `eval=True`): the module runs on
     the key and counter its state holds, so evaluating twice gives the same outputs.
     """)
-    cfg = experiment(lesson.workdir / "dropout", seed=0)
-    cfg.model.dropout = 0.5
+    cfg.workdir, cfg.model.dropout = str(workdir / "dropout"), 0.5
     dropout = konfig.resolve(cfg)
     start, x = dropout.init_state(), make_data("eval")["x"]
     variables, keys = {"params": start.params, **start.collections}, jax.random.split(jax.random.key(0))
@@ -86,10 +96,13 @@ def an_nnx_model(lesson: Lesson) -> str:
     evaluated = dropout.model.apply(variables, x, is_training_property=False)["y"]
     print(np.asarray(train_1[:3, 0]), np.asarray(train_2[:3, 0]), np.asarray(evaluated[:3, 0]))
     print("streams an evaluator passes:", dropout.rng_streams.eval_rngs(0))
-    lesson.check(not np.array_equal(train_1, train_2), "in train mode, two dropout keys give different outputs")
-    lesson.check(np.array_equal(evaluated, MLP(inputs="batch.x").apply({"params": plain(start.params)}, x)["y"]),
-                 "in eval mode, dropout is off: the outputs are the Linen MLP's with the same values")
-    lesson.check_equal(dropout.rng_streams.eval_rngs(0), {}, "the RNG streams an evaluator passes, none with eval=True")
+    with lesson.checks():
+        lesson.check(not np.array_equal(train_1, train_2), "in train mode, two dropout keys give different outputs")
+        lesson.check(np.array_equal(evaluated, MLP(inputs="batch.x").apply({"params": plain(start.params)}, x)["y"]),
+                     "in eval mode, dropout is off: the outputs are the Linen MLP's with the same values")
+        lesson.check(np.array_equal(evaluated, dropout.model.apply(variables, x, is_training_property=False)["y"]),
+                     "evaluating twice gives the same outputs")
+        lesson.check_equal(dropout.rng_streams.eval_rngs(0), {}, "the RNG streams an evaluator passes, none with eval=True")
 
     lesson.md("""
     ## The same numbers as the Linen MLP
@@ -97,20 +110,58 @@ def an_nnx_model(lesson: Lesson) -> str:
     Given the NNX model's trained values, the Linen MLP of the other lessons computes the
     same outputs, bit for bit: the two are one model written two ways.
     """)
-    nnx_out = trainer.model.apply({"params": state.params, **state.collections}, make_data("eval")["x"],
-                                  is_training_property=False)["y"]
-    linen_out = MLP(inputs="batch.x").apply({"params": plain(state.params)}, make_data("eval")["x"])["y"]
+    values = jax.tree.map(lambda v: v.get_value(), state.params, is_leaf=lambda v: isinstance(v, nnx.Variable))
+    nnx_out = trainer.model.apply({"params": state.params, **state.collections}, x, is_training_property=False)["y"]
+    linen_out = MLP(inputs="batch.x").apply({"params": values}, x)["y"]
     print(float(np.max(np.abs(np.asarray(nnx_out) - np.asarray(linen_out)))))
-    lesson.check(np.array_equal(nnx_out, linen_out), "the Linen MLP with the NNX model's values: the same outputs, bit for bit")
-    lesson.fact("logcosh", {"0": logged[0]["losses/logcosh"], str(STEPS): logged[STEPS]["losses/logcosh"]})
-    return f"NNX MLP: logcosh {logged[0]['losses/logcosh']:.4f} -> {logged[STEPS]['losses/logcosh']:.4f}; its mode; Linen's outputs"
+    with lesson.checks():
+        lesson.check(np.array_equal(nnx_out, linen_out),
+                     "the Linen MLP with the NNX model's values: the same outputs, bit for bit")
+
+    lesson.md("""
+    ## An NNX module you already have: `knnx.LinenModuleFromNnxDef`
+
+    To train an existing NNX module without writing a `KdNnxModule`, wrap it:
+    `LinenModuleFromNnxDef(nnx_init=...)` takes a function that returns the module (a
+    class, or a `functools.partial` of one). Its `setup` calls `nnx_init(rngs=rngs)`
+    (or `nnx_init()` if that raises `TypeError`) and keeps the result as `module`, so the
+    parameters sit under `module`; calling it calls the module with the same
+    arguments. It has no `kontext.Key` field: Kauldron calls a model without one with
+    the whole batch, so subclass it with a field such as `inputs: kontext.Key` to feed
+    the module a key path instead.
+    """)
+    linear = knnx.LinenModuleFromNnxDef(nnx_init=functools.partial(nnx.Linear, FEATURES, 1))
+    wrapped = linear.init({"params": jax.random.key(0)})
+    print(jax.tree.map(lambda v: (type(v).__name__, v.shape), wrapped["params"], is_leaf=lambda v: isinstance(v, nnx.Variable)))
+    direct = nnx.Linear(FEATURES, 1, rngs=nnx.Rngs(params=jax.random.key(0)))
+    print("the same outputs:", np.array_equal(linear.apply(wrapped, x, is_training_property=False), direct(x)))
+    with lesson.checks():
+        lesson.check(np.array_equal(linear.apply(wrapped, x, is_training_property=False), direct(x)),
+                     "the wrapped nnx.Linear, set up from a key, computes what nnx.Linear made with that key does")
+        lesson.check(same(plain(wrapped["params"]["module"]), plain(nnx.state(direct, nnx.Param).to_pure_dict())),
+                     "its parameters, under 'module', are those nnx.Linear makes from the same key")
+        no_rngs = knnx.LinenModuleFromNnxDef(nnx_init=lambda: nnx.Linear(FEATURES, 1, rngs=nnx.Rngs(5)))
+        lesson.check(same(plain(no_rngs.init({"params": jax.random.key(0)})["params"]["module"]),
+                          plain(nnx.state(nnx.Linear(FEATURES, 1, rngs=nnx.Rngs(5)), nnx.Param).to_pure_dict())),
+                     "an nnx_init that takes no rngs is called without them (it makes its own)")
+        batch = {"x": x}
+        args, kwargs = model_inputs(linear, batch)
+        lesson.check(len(args) == 1 and args[0] is batch and kwargs == {},
+                     "a model without kontext keys is given the whole batch, as its one positional argument",
+                     internal="a private name")
+        args, kwargs = model_inputs(keyed_wrapper(FEATURES), batch)
+        lesson.check(args == () and list(kwargs) == ["inputs"] and kwargs["inputs"] is x,
+                     "a subclass with inputs: kontext.Key = 'batch.x' is given batch['x'] as inputs=",
+                     internal="a private name")
+        lesson.fact("logcosh", {"0": logged[0]["losses/logcosh"], "100": logged[100]["losses/logcosh"]})
+        lesson.summary = (f"NNX MLP: logcosh {logged[0]['losses/logcosh']:.4f} -> {logged[100]['losses/logcosh']:.4f};"
+                          " its mode; Linen's outputs; an nnx.Linear wrapped")
 
 
 def experiment(workdir, seed: int):
-    cfg = regression.get_config()
-    cfg.workdir, cfg.num_train_steps, cfg.seed = str(workdir), STEPS, seed
+    cfg = regression_config.get_config()
+    cfg.workdir, cfg.num_train_steps, cfg.seed = str(workdir), 100, seed
     cfg.model = nnx_cfg.NnxMLP(inputs="batch.x")
-    cfg.train_metrics["enc_norm"] = kd_cfg.metrics.Norm(tensor=ENC_OUT)  # the sown value, by key path
     return cfg
 
 
@@ -121,3 +172,24 @@ def is_variable(value) -> bool:
 def plain(params):
     """nnx.Param leaves -> their arrays, in the same nesting."""
     return jax.tree.map(lambda v: v.get_value() if is_variable(v) else v, params, is_leaf=is_variable)
+
+
+def keyed_wrapper(features: int):
+    """LinenModuleFromNnxDef with a key path for its input: an nnx.Linear fed `batch.x`."""
+    import dataclasses
+
+    from kauldron import kontext
+
+    @dataclasses.dataclass(kw_only=True)
+    class KeyedLinear(knnx.LinenModuleFromNnxDef):
+        inputs: kontext.Key = kontext.REQUIRED
+
+    return KeyedLinear(nnx_init=functools.partial(nnx.Linear, features, 1), inputs="batch.x")
+
+
+def model_inputs(model, batch):
+    """The (args, kwargs) Kauldron calls a top-level model with, for a batch."""
+    from kauldron.data import utils as data_utils
+    from kauldron.train import context as context_lib
+
+    return data_utils.get_model_inputs(model, context_lib.Context(step=0, batch=batch))

@@ -5,130 +5,223 @@ coordinator and then see every host's devices as one mesh. Kauldron's own launch
 (`kauldron.kxm`, `--xp.platform=...`, Google-internal) starts `kauldron/main.py` on each
 host of a TPU slice and lets the platform join them. On GPU and CPU clusters, and under
 Slurm, each process calls `jax.distributed.initialize()` before anything starts jax's
-backend, which `kauldron.main` does not: `sections/distributed_main.py` (below) does,
-then runs `kauldron.main`. Here two processes on this machine play two hosts, 4
-simulated CPU devices each, with gloo for the cross-process sums.
+backend, which `kauldron.main` does not: `sections/parts/distributed_main.py` does, then
+runs `kauldron.main`. Here two processes on this machine play two hosts, 4 simulated CPU
+devices each, with gloo for the cross-process sums.
 """
 
-import inspect
 import json
+import os
+import random
 import socket
 
-from kauldron import kd, konfig
-
-from configs import multihost
-from sections.children import is_loopback
-from sections.lesson import Lesson
-from sections.multihost_job import digest, run_job
-from sections.registry import section
-from sections.recompute import within_tol_of_first_batch
-from sections.shared import BATCH_SIZE, event_files, read_scalars
-
-PROCESSES, DEVICES_PER_PROCESS, STEPS = 2, 4, 20
-LOSS_RTOL = 1e-5  # as in section 11: 8 partial sums added in another order
+from harness import Lesson, section
+from sections.parts.logs import read_scalars
 
 
 @section(18, "multihost", "Past one machine: the same Trainer as one job of two JAX processes", part="for-real", trains=True,
          starts_processes=True, start_early=True,
          shows="two JAX processes of 4 devices as one job on loopback: each reads its share of every batch; one loss; one checkpoint",
          reference="https://github.com/google-research/kauldron/blob/main/kauldron/xm/README.md")
-def two_processes_one_job(lesson: Lesson) -> str:
+def two_processes_one_job(lesson: Lesson, workdir):
+    lesson.md("""
+    ## A port for the coordinator, on loopback
+
+    The processes of a job meet at a coordinator, which process 0 runs at an address
+    they all know: here 127.0.0.1 and a free port, chosen below the ports the system
+    hands out to outgoing connections (from 32768 on Linux, 49152 on macOS), so that no
+    connection takes it before the coordinator does. The commands read it as `$PORT`.
+    """)
+    with socket.socket() as probe:
+        while True:
+            port = random.randint(20000, 32767)
+            try:
+                probe.bind(("127.0.0.1", port))
+                break
+            except OSError:  # taken: try another
+                pass
+    os.environ["PORT"] = str(port)
+    with lesson.checks():
+        low = int(pathlib.Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+        lesson.check(port < low, "the port is below this machine's range for outgoing connections",
+                     internal="reads Linux's ip_local_port_range")
+
     lesson.md("""
     ## One job: the same command in every process
 
-    Every process runs the same command with its own `--process_id` and the coordinator's
-    address, here 127.0.0.1 and a free port; the config is `configs/multihost.py` (below),
-    the regression experiment with a checkpoint at the end. The logs keep the lines that
-    teach; the rest stays in the workdir.
+    Each process runs `sections/parts/distributed_main.py` (below) with its own
+    `--process_id`: it joins the job, then runs `kauldron.main` on
+    `configs/multihost.py` (below), the regression experiment for 20 steps with a
+    checkpoint at the end and an evaluator. `XLA_FLAGS` gives each process 4 CPU
+    devices. jax's coordinator listens on every interface (`[::]:PORT`) unless told
+    otherwise, an open, unauthenticated port: `JAX_COORDINATOR_BIND_ADDRESS` binds it to
+    loopback (on a cluster, bind it to the job's private network; gloo listens on the
+    address the host name resolves to). Meanwhile, the same experiment trains in one
+    process on one device, for reference.
     """)
-    job = lesson.workdir / "job"
-    commands, listeners = run_job(job, PROCESSES, DEVICES_PER_PROCESS)
-    print(commands["process-1"])
-    for name in commands:
-        kept, dropped = digest(lesson.workdir / f"{name}.log")
-        print("\n".join(kept), f"\n({dropped})")
-    for i in range(PROCESSES):
-        lesson.check(f"process {i} of {PROCESSES}: {DEVICES_PER_PROCESS} local devices, {PROCESSES * DEVICES_PER_PROCESS} in the"
-                     f" job" in (lesson.workdir / f"process-{i}.log").read_text(), f"process {i} saw its 4 devices, 8 in the job")
-
-    lesson.md("""
-    ## On one machine, bind the coordinator to loopback
-
-    jax's coordinator listens on every interface (`[::]:PORT`) unless told otherwise, an
-    open, unauthenticated port. On one machine, bind it to loopback:
-    `JAX_COORDINATOR_BIND_ADDRESS=127.0.0.1:PORT`, or `coordinator_bind_address=` in
-    `jax.distributed.initialize()`. On a cluster the other hosts must reach it: bind it to
-    the job's private network only. gloo listens on the address the host name resolves to.
-    """)
-    print(sorted(listeners))
-    port = int(commands["process-0"].split("--coordinator_address=127.0.0.1:")[1].split()[0])
-    lesson.check({address for address, bound in listeners if bound == port} == {"127.0.0.1"},
-                 "while the job ran, its coordinator's port was bound on 127.0.0.1 only")
-    host = socket.gethostbyname(socket.gethostname())
-    if is_loopback(host):
-        lesson.check(listeners and all(is_loopback(address) for address, _ in listeners),
-                     "while the job ran, nothing it started listened on an address other than loopback")
-    else:
-        lesson.skip_check("nothing the job started listened beyond loopback", f"this host's name resolves to {host}")
+    job = lesson.shell("""JAX_COORDINATOR_BIND_ADDRESS=127.0.0.1:$PORT XLA_FLAGS=--xla_force_host_platform_device_count=4 \\
+      python -m sections.parts.distributed_main --coordinator_address=127.0.0.1:$PORT --num_processes=2 \\
+      --process_id=0 --cfg=configs/multihost.py --cfg.workdir=$WORKDIR/job &
+    JAX_COORDINATOR_BIND_ADDRESS=127.0.0.1:$PORT XLA_FLAGS=--xla_force_host_platform_device_count=4 \\
+      python -m sections.parts.distributed_main --coordinator_address=127.0.0.1:$PORT --num_processes=2 \\
+      --process_id=1 --cfg=configs/multihost.py --cfg.workdir=$WORKDIR/job &
+    wait""", background=True, shows=r"^process 0 of 2")
+    lesson.shell("python -m kauldron.main --cfg=configs/multihost.py --cfg.workdir=$WORKDIR/reference",
+                 background=True, shows=r"^Starting training loop")
+    with lesson.checks():
+        listeners = listening_while_running(job.pids)
+        lesson.check({address for address, bound in listeners if bound == port} == {"127.0.0.1"},
+                     "while the job ran, its coordinator's port was bound on 127.0.0.1 only")
+        host = socket.gethostbyname(socket.gethostname())
+        if is_loopback(host):
+            lesson.check(listeners and all(is_loopback(address) for address, _ in listeners),
+                         "while the job ran, nothing it started listened on an address other than loopback")
+        else:
+            lesson.skip_check("nothing the job started listened beyond loopback", f"this host's name resolves to {host}")
 
     lesson.md("""
     ## Each process reads its share of every batch
 
-    `batch_size` stays the global batch; each process loads its part and
-    `kd.sharding.device_put` assembles the global array. For `InMemoryPipeline`, each
-    process takes its half of the very batch one process would read. A PyGrain
-    `DataSource` instead gives each process every other record first and shuffles its
-    share, so the global batches differ from one process's (not shown here). The reference
-    is the same experiment trained here, in one process, on one device.
+    `batch_size` stays the global batch: each process loads its part, and
+    `kd.sharding.device_put` assembles the global array over the job's 8 devices
+    (`kd.sharding.FIRST_DIM`: the batch split along its first axis). How the rows are
+    shared depends on the pipeline. `InMemoryPipeline`: each process takes its half of
+    the very batch one process would read. A PyGrain pipeline (`kd.data.py`, here the
+    evaluator's): with `shard_by_process=True`, the default, process *i* keeps records
+    *i*, *i* + 2, *i* + 4... and shuffles its share, so the global batches differ from
+    one process's. The config's pipelines wrote down the rows of their first batch.
     """)
-    reference = train_reference(lesson.workdir / "reference")
-    rows = [json.loads((job / f"rows-process-{i}.json").read_text()) for i in range(PROCESSES)]
-    whole = json.loads((reference.workdir / "rows-process-0.json").read_text())
-    print(rows[0][:8], rows[1][:8], whole[:8])
-    lesson.check_equal([len(r) for r in rows], [BATCH_SIZE // PROCESSES] * PROCESSES, "rows each process read of batch 1")
-    lesson.check(rows[0] + rows[1] == whole, "process 0's rows, then process 1's, are one process's first batch")
-    lesson.check("jax.process_index() :: jax.process_count()" in inspect.getsource(kd.data.py.DataSource.__mro__[1]),
-                 "a PyGrain DataSource keeps every process_count-th record, from process_index", internal=True)
+    def rows_read(run, pipeline, process):
+        return json.loads((workdir / run / f"{pipeline}-rows-process-{process}.json").read_text())
+
+    for run, processes in (("job", [0, 1]), ("reference", [0])):
+        for pipeline in ("train", "eval"):
+            for i in processes:
+                rows = rows_read(run, pipeline, i)
+                print(f"{run}, {pipeline}, process {i}: {len(rows)} rows", rows[:8])
+    with lesson.checks():
+        check_devices(lesson, job.output)
+        check_rows(lesson, rows_read)
+        check_first_dim(lesson)
 
     lesson.md("""
     ## One loss curve, the one of one device
 
-    The job's loss is the single process's, up to the order of the partial sums, and its
-    metric is pooled over both processes' rows.
+    The job's training loss is the single process's, up to the order of the partial
+    sums, and its metric is pooled over both processes' rows. The evaluator's numbers
+    are pooled over all 128 held-out rows, whichever process read which.
     """)
-    losses = {name: {step: row["losses/logcosh"] for step, row in read_scalars(*event_files(wd, "train")).items()}
-              for name, wd in (("job", job), ("reference", reference.workdir))}
-    print({name: {step: round(value, 6) for step, value in curve.items()} for name, curve in losses.items()})
-    relative = max(abs(losses["job"][s] - losses["reference"][s]) / abs(losses["reference"][s]) for s in losses["reference"])
-    lesson.check(sorted(losses["job"]) == sorted(losses["reference"]) and relative <= LOSS_RTOL,
-                 f"the job's loss curve = one process's on one device, within rtol {LOSS_RTOL:g}")
-    lesson.check_close(read_scalars(*event_files(job, "train"))[0]["metrics/within_tol"], within_tol_of_first_batch(reference),
-                       "the job's within_tol at step 0 = numpy's ratio over the whole global batch")
+    curves = {run: {step: row["losses/logcosh"] for step, row in read_scalars(workdir / run, "train").items()}
+              for run in ("job", "reference")}
+    print({run: {step: round(value, 6) for step, value in curve.items()} for run, curve in curves.items()})
+    evals = {run: read_scalars(workdir / run, "eval") for run in ("job", "reference")}
+    print({run: {step: round(row["metrics/within_tol"], 6) for step, row in rows.items()} for run, rows in evals.items()})
+    with lesson.checks():
+        relative = check_curves(lesson, curves, evals, workdir)
 
     lesson.md("""
-    ## One checkpoint, which one process can resume
+    ## One checkpoint, which one process resumes
 
-    The job writes one checkpoint per step, not one per process (each process writes its
-    own arrays into it). A plain single-process run on one device restores it and trains on.
+    The job wrote one checkpoint per saved step, not one per process: each process
+    wrote its own arrays into it. A plain `kauldron.main`, one process on one device,
+    resumes it where the job stopped and trains on to step 40.
     """)
-    checkpoints = sorted(p.name for p in (job / "checkpoints").iterdir())
-    cfg = multihost.get_config()
-    cfg.workdir, cfg.num_train_steps = str(job), STEPS + 10
-    resumed = konfig.resolve(cfg)
-    latest, (state, _) = resumed.checkpointer.latest_step, resumed.train()
-    print(checkpoints, latest, int(state.step))
-    lesson.check_equal(checkpoints, ["ckpt_0", f"ckpt_{STEPS}"], "the job's checkpoints")
-    lesson.check_equal(sorted(p.name for p in (job / "checkpoints" / f"ckpt_{STEPS}" / "default").glob("ocdbt.process_*")),
-                       ["ocdbt.process_0", "ocdbt.process_1"], "both processes wrote into the checkpoint", internal=True)
-    lesson.check_equal((latest, int(state.step)), (STEPS, STEPS + 11), "one process resumed the job's checkpoint")
-    lesson.fact("max_relative_loss_difference", relative)
-    return f"2 processes x 4 devices on loopback, 16 rows each per batch; loss within {relative:.1g} of one device's"
+    lesson.shell("python -m kauldron.main --cfg=configs/multihost.py --cfg.workdir=$WORKDIR/job --cfg.num_train_steps=40",
+                 shows=r"^Starting training loop")
+    print(sorted(path.name for path in (workdir / "job" / "checkpoints").iterdir()))
+    print(sorted(read_scalars(workdir / "job", "train")))
+    with lesson.checks():
+        lesson.check_equal(sorted(path.name for path in (workdir / "job" / "checkpoints").iterdir()),
+                           ["ckpt_0", "ckpt_20", "ckpt_40"], "the job's checkpoints, and the resumed run's",
+                           internal="reads orbax's file layout")
+        lesson.check_equal(sorted(path.name for path in (workdir / "job" / "checkpoints" / "ckpt_20" / "default")
+                                  .glob("ocdbt.process_*")),
+                           ["ocdbt.process_0", "ocdbt.process_1"], "both processes of the job wrote into ckpt_20",
+                           internal="reads orbax's file layout")
+        lesson.check_equal(sorted(read_scalars(workdir / "job", "train")), [0, 10, 20, 30, 40],
+                           "the steps logged in the job's workdir: the job's, then the resumed run's from 20 on")
+        lesson.fact("max_relative_loss_difference", relative)
+        lesson.summary = f"2 processes x 4 devices on loopback, 16 rows each per batch; loss within {relative:.1g} of one device's"
 
 
-def train_reference(workdir):
-    """The same experiment in this process, on its one device."""
-    cfg = multihost.get_config()
-    cfg.workdir = str(workdir)
+# How the lesson checks itself.
+import pathlib  # noqa: E402
+import time  # noqa: E402
+
+import jax  # noqa: E402
+import numpy as np  # noqa: E402
+import psutil  # noqa: E402
+from kauldron import kd, konfig  # noqa: E402
+
+from configs import multihost as multihost_config  # noqa: E402
+from harness.processes import is_loopback, listening  # noqa: E402
+
+LOSS_RTOL = 1e-5  # as in section 11: 8 partial sums added in another order
+
+
+def alive(pids: list[int]) -> bool:
+    try:
+        return bool(pids) and all(psutil.Process(pid).status() != psutil.STATUS_ZOMBIE for pid in pids)
+    except psutil.NoSuchProcess:
+        return False
+
+
+def listening_while_running(pids: list[int]) -> set[tuple[str, int]]:
+    """Every (address, port) the processes listened on, polled until one of them ends."""
+    found: set[tuple[str, int]] = set()
+    while alive(pids):
+        found |= listening(pids)
+        time.sleep(0.1)
+    return found
+
+
+def check_devices(lesson: Lesson, output: str) -> None:
+    for i in range(2):
+        lesson.check(f"process {i} of 2: 4 local devices, 8 in the job" in output,
+                     f"process {i} saw its 4 devices, 8 in the job")
+
+
+def check_rows(lesson: Lesson, rows_read) -> None:
+    train = [rows_read("job", "train", i) for i in range(2)]
+    lesson.check_equal([len(rows) for rows in train], [16, 16], "rows each process read of the first training batch")
+    lesson.check(train[0] + train[1] == rows_read("reference", "train", 0),
+                 "InMemoryPipeline: process 0's rows, then process 1's, are one process's first batch")
+    shares = [rows_read("job", "eval", i) for i in range(2)]
+    lesson.check([len(rows) for rows in shares] == [16, 16] and all(row % 2 == i for i in range(2) for row in shares[i]),
+                 "PyGrain, 2 processes: each first batch holds 16 rows, process i's all of index i mod 2")
+    lesson.check(shares[0] != sorted(shares[0]) and [row + 1 for row in shares[0]] == shares[1],
+                 "PyGrain: each process shuffled its share with the same seed (process 1's rows = process 0's + 1)")
+    lesson.check(set(shares[0] + shares[1]) != set(rows_read("reference", "eval", 0)),
+                 "PyGrain: the job's first global batch is not one process's first batch")
+
+
+def check_first_dim(lesson: Lesson) -> None:
+    """kd.sharding.FIRST_DIM, the batch's default sharding, as resolved in this process."""
+    first_dim = kd.sharding.FIRST_DIM
+    lesson.check(first_dim.spec == jax.sharding.PartitionSpec("devices")
+                 and first_dim.mesh.devices.tolist() == jax.devices(),
+                 "kd.sharding.FIRST_DIM splits the first axis over a mesh of all of jax.devices()")
+
+
+def check_curves(lesson: Lesson, curves: dict, evals: dict, workdir) -> float:
+    job, reference = curves["job"], curves["reference"]
+    relative = max(abs(job[step] - reference[step]) / abs(reference[step]) for step in reference)
+    lesson.check(sorted(job) == sorted(reference) and relative <= LOSS_RTOL,
+                 f"the job's loss curve = one process's on one device, within rtol {LOSS_RTOL:g}")
+    lesson.check_close(read_scalars(workdir / "job", "train")[0]["metrics/within_tol"], within_tol_of_first_batch(workdir),
+                       "the job's within_tol at step 0 = numpy's ratio over the whole global batch")
+    lesson.check(sorted(evals["job"]) == sorted(evals["reference"]) == [0, 20] and all(
+        evals["job"][step]["metrics/within_tol"] == evals["reference"][step]["metrics/within_tol"]
+        and abs(evals["job"][step]["losses/logcosh"] / evals["reference"][step]["losses/logcosh"] - 1) <= LOSS_RTOL
+        for step in (0, 20)), "the evaluator's within_tol and loss at steps 0 and 20: the same in the job as in one process")
+    return relative
+
+
+def within_tol_of_first_batch(workdir) -> float:
+    """WithinTol over the reference run's first batch with the initial parameters, by numpy."""
+    cfg = multihost_config.get_config()
+    cfg.workdir = str(workdir / "reference")
     trainer = konfig.resolve(cfg)
-    trainer.train()
-    return trainer
+    batch = next(iter(trainer.train_ds))
+    preds = trainer.model.apply({"params": trainer.init_state().params}, batch["x"])["y"]
+    return float(np.mean(np.abs(np.asarray(preds) - batch["y"]) < 0.25))

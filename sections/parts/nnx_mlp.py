@@ -6,7 +6,7 @@ from flax import nnx
 from kauldron import kontext
 from kauldron.contrib.modules import knnx
 
-from sections.shared import FEATURES
+from sections.parts.regression import FEATURES
 
 
 @dataclasses.dataclass(kw_only=True)

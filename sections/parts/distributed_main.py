@@ -1,7 +1,7 @@
 r"""Runs `python -m kauldron.main` as one process of a multi-process JAX job.
 
-    python -m sections.distributed_main --coordinator_address=10.0.0.1:1234 \
-        --num_processes=2 --process_id=0  --cfg=configs/regression.py --cfg.workdir=/shared/wd
+    python -m sections.parts.distributed_main --coordinator_address=10.0.0.1:1234 \
+        --num_processes=2 --process_id=0 --cfg=configs/multihost.py --cfg.workdir=/shared/wd
 
 Every process of the job runs the same command with its own `--process_id`. Kauldron does
 not call `jax.distributed.initialize()`, `kauldron.main` has no flag for it, and it must
@@ -9,7 +9,7 @@ come before anything starts jax's backend: Kauldron 1.4.4's `kauldron.main` alre
 `jax.devices()` when it is imported. So this module calls it first, then runs
 `kauldron.main` as `python -m` does, with the remaining arguments. On TPU pods, Slurm and
 Open MPI, leave out the coordinator, process count and id: `initialize()` finds them in the
-environment. (Section 18 starts a two-process job with it on one machine.)
+environment.
 """
 
 import argparse
@@ -24,13 +24,12 @@ def main() -> None:
     parser.add_argument("--coordinator_address")
     parser.add_argument("--num_processes", type=int)
     parser.add_argument("--process_id", type=int)
-    # How long to wait for every process to join before giving up (jax's default: 300 s).
-    parser.add_argument("--initialization_timeout", type=int, default=300)
     ours, kauldron_args = parser.parse_known_args()
+    # Every process waits here until all have joined (jax's default: up to 300 s).
     jax.distributed.initialize(coordinator_address=ours.coordinator_address, num_processes=ours.num_processes,
-                               process_id=ours.process_id, initialization_timeout=ours.initialization_timeout)
+                               process_id=ours.process_id)
     print(f"process {jax.process_index()} of {jax.process_count()}: {jax.local_device_count()} local devices,"
-          f" {jax.device_count()} in the job", file=sys.stderr, flush=True)
+          f" {jax.device_count()} in the job", flush=True)
     sys.argv = [sys.argv[0], *kauldron_args]
     runpy.run_module("kauldron.main", run_name="__main__", alter_sys=True)
 

@@ -1,0 +1,50 @@
+"""Trains a Kauldron config on every device this process has, and prints how it was sharded.
+
+    XLA_FLAGS=--xla_force_host_platform_device_count=8 \\
+        python -m sections.parts.on_devices CONFIG.json
+
+CONFIG.json is a config written with `cfg.to_json()` (section 1). This resolves it,
+trains it, and prints the devices, how a batch is split (put on the devices as `train()`
+puts it), and, for each parameter and each array of the optimizer state, its shape, the
+shape of the shard each device holds, and its partition spec. It writes the same, as
+JSON, to `sharding.json` in the config's workdir. XLA_FLAGS must be set before jax starts:
+hence a process of its own (section 11).
+"""
+
+import json
+import pathlib
+import sys
+
+import jax
+from kauldron import kd, konfig
+
+
+def shards(tree) -> dict[str, dict]:
+    """For each array of a tree, by its path: its shape, one device's shard, its spec."""
+    return {jax.tree_util.keystr(path): {"shape": list(x.shape), "shard": list(x.sharding.shard_shape(x.shape)),
+                                         "spec": list(x.sharding.spec)}
+            for path, x in jax.tree_util.tree_flatten_with_path(tree)[0]}
+
+
+def main(config_file: str) -> None:
+    cfg = konfig.ConfigDict(json.loads(pathlib.Path(config_file).read_text()))
+    trainer = konfig.resolve(cfg)
+    batch = kd.sharding.device_put(next(iter(trainer.train_ds)), trainer.sharding.batch)  # as train() does
+    state, _ = trainer.train()
+    report = {
+        "devices": jax.device_count(),
+        "batch": shards(batch),
+        "params": shards(state.params),
+        "opt_state": shards(state.opt_state),
+        "distributed_initialized": jax.distributed.is_initialized(),
+    }
+    print("devices:", report["devices"])
+    for part in ("batch", "params", "opt_state"):
+        for path, array in report[part].items():
+            print(f"{part + path:34} {str(array['shape']):8} -> {str(array['shard']):8} per device,"
+                  f" partition spec {array['spec']}")
+    pathlib.Path(trainer.workdir, "sharding.json").write_text(json.dumps(report))
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:])
