@@ -2,6 +2,7 @@
 
     python -m compat.run kauldron.main --cfg=configs/regression.py --cfg.workdir=/tmp/x
     python -m compat.run pytest tests/
+    python -m compat.run --script tensorboard --logdir /tmp/x    # a console script
 
 A new Python process starts without the fixes the driver applied to itself; this is how
 the lessons (and you, on a broken combination such as etils 1.14.0 + jax 0.10.2) start
@@ -10,6 +11,7 @@ would not import itself (they wait for the broken module), so the module runs as
 would under `python -m`. A fix that was needed and failed says so on stderr, in one line.
 """
 
+import functools
 import runpy
 import sys
 
@@ -36,11 +38,29 @@ def run_module(module: str, args: list[str]) -> None:
     runpy.run_module(module, run_name="__main__", alter_sys=True)
 
 
+def run_script(name: str, args: list[str]) -> None:
+    """Runs the console script `name` of this environment (`tensorboard`, `kauldron`) as
+    its own file in the environment's bin/ does: its entry point, with `sys.argv` set."""
+    import importlib.metadata
+
+    (entry_point,) = importlib.metadata.entry_points(group="console_scripts", name=name)
+    first, *rest = entry_point.attr.split(".")
+    # As the script pip writes does it: `from MODULE import NAME` (which finds a submodule
+    # of that name too), then calls it.
+    found: dict = {}
+    exec(f"from {entry_point.module} import {first} as entry", found)  # noqa: S102
+    sys.argv = [name, *args]
+    sys.exit(functools.reduce(getattr, rest, found["entry"])())
+
+
 def main() -> None:
     if len(sys.argv) < 2:
-        sys.exit("usage: python -m compat.run MODULE [ARGS ...]")
+        sys.exit("usage: python -m compat.run MODULE [ARGS ...]  |  python -m compat.run --script NAME [ARGS ...]")
     compat.install_all(on_failure=report_failure)
-    run_module(sys.argv[1], sys.argv[2:])
+    if sys.argv[1] == "--script":
+        run_script(sys.argv[2], sys.argv[3:])
+    else:
+        run_module(sys.argv[1], sys.argv[2:])
 
 
 if __name__ == "__main__":

@@ -7,7 +7,8 @@ the repository root, with `$WORKDIR` set. Lines of the form
 
     [NAME=value ...] python -m MODULE ARGS [&]        and        wait
 
-are run here (`&`: in the background, until `wait`); anything else goes to bash.
+are run here (`&`: in the background, until `wait`), and so are this environment's console
+scripts (`tensorboard ...`, through their entry point); anything else goes to bash.
 
 A `python -m` child spends about 8 CPU seconds importing jax, Kauldron and TensorFlow
 before it does anything. When a chosen lesson `starts_processes`, the runner starts one
@@ -198,6 +199,8 @@ class Shell:
         argv = list(line.argv)
         if argv[0] == "python":
             return [*python_m(), *argv[2:]] if argv[1:2] == ["-m"] else [sys.executable, *argv[1:]]
+        if _console_script(argv[0]):  # this environment's own: started as a `python -m`, so warm
+            return [sys.executable, "-m", "compat.run", "--script", *argv]
         return [shutil.which(argv[0], path=self._env["PATH"]) or argv[0], *argv[1:]]
 
     def _advance(self) -> None:
@@ -262,6 +265,15 @@ class Shell:
         code = self.returncode
         signal_name = f" ({signal.Signals(-code).name})" if code < 0 else ""
         return f"`{self._failed}` exited {code}{signal_name}: {last_line(self.output)}"
+
+
+def _console_script(name: str) -> bool:
+    """Whether `name` is a console script this Python environment installed (its file is
+    beside this interpreter, and an entry point names it)."""
+    import importlib.metadata
+
+    return ((pathlib.Path(sys.executable).parent / name).is_file()
+            and bool(importlib.metadata.entry_points(group="console_scripts", name=name)))
 
 
 def last_line(text: str) -> str:
