@@ -146,9 +146,13 @@ def mismatch(cell: Cell, printed: str) -> str | None:
     lines = [ABSL_PREFIX.sub("", line).rstrip() for line in printed.splitlines()]
     at = 0
     for wanted in (line for line in expected.splitlines() if line != "..."):
-        while at < len(lines) and not same_text(wanted.rstrip(), lines[at]):
+        # `in`: processes started with `&` share the terminal, and a library that writes
+        # a line in pieces (gloo's `[Gloo] Rank ...`) can put one before another's line.
+        while at < len(lines) and not (same_text(wanted.rstrip(), lines[at]) or wanted.rstrip() in lines[at]):
             at += 1
         if at == len(lines):
-            return f"the page shows the line {wanted!r}, which the command did not print (in this order)"
+            tail = "\n".join(lines[-8:]) or "(nothing)"
+            return (f"the page shows the line {wanted!r}, which the command did not print (in this order);"
+                    f" it printed, last:\n{tail}")
         at += 1
     return None

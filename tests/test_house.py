@@ -93,7 +93,6 @@ def test_every_list_of_sections_in_the_tests_names_sections_of_the_catalog():
     slugs = {info.slug for info in registry.catalog()}
     named = {"test_compat_leg.ARRAYSPEC_SECTIONS": test_compat_leg.ARRAYSPEC_SECTIONS,
              "test_compat_leg.CHILD_PROCESS_SECTIONS": test_compat_leg.CHILD_PROCESS_SECTIONS,
-             "test_compat_leg.CHECKED_ERROR_SECTIONS": test_compat_leg.CHECKED_ERROR_SECTIONS,
              "test_reliability.LIGHT": test_reliability.LIGHT, "test_sections.GOLDEN": list(test_sections.GOLDEN)}
     for where, listed in named.items():
         assert set(listed) <= slugs, f"{where} names {sorted(set(listed) - slugs)}, not sections"
