@@ -54,7 +54,8 @@ def section(number: int, slug: str, title: str, *, shows: str, part: str, trains
     `shows`: what the lesson shows, in a line; `part`: its part of the reading path (a key
     of PARTS); `trains`: whether it trains a model; `start_early`: whether, with --jobs,
     it starts before the others (a long lesson that works mostly in processes of its own);
-    `starts_processes`: whether it starts Python processes of its own; `reference`: the
+    `starts_processes`: whether its shell blocks run `python -m` or a console script (the
+    run then starts the warm-start server that forks them; a `python -c` starts cold); `reference`: the
     page of Kauldron's own docs on the topic."""
 
     def mark(fn: Callable) -> Callable:

@@ -30,7 +30,6 @@ def legacy_project(features: kd_typing.Float["*b n c"], weights: kd_typing.Float
 
 
 @section(4, "ktyping", "ktyping: named axes, checked at runtime, bound across arguments", part="parts",
-         starts_processes=True,
          shows="shapes with named axes checked at runtime, bound across arguments; the older kd.typing beside it",
          reference="https://github.com/google-research/kauldron/tree/main/kauldron/ktyping")
 def named_axes_are_checked(lesson: Lesson):

@@ -26,30 +26,14 @@ with konfig.imports():
          reference="https://kauldron.readthedocs.io/en/latest/eval.html")
 def evaluators_and_summaries(lesson: Lesson, workdir):
     lesson.md("""
-    ## Evaluators and summaries are config entries
+    ## Evaluators and summaries are config entries; train with `kauldron.main`
 
     `configs/heldout.py` (below) adds to the regression experiment three evaluators on
     the 128 held-out rows: `heldout` runs every 20 steps along training, with its own
     loss and metric; `every` and `final` are *standalone*: training never runs them, an
-    eval job does. It also adds two summaries and a checkpoint every 20 steps. Each
-    evaluator is named by its key in `cfg.evals`.
-    """)
-    cfg = heldout_config.get_config()
-    cfg.workdir = str(workdir / "run")
-    trainer = konfig.resolve(cfg)
-    print({name: type(evaluator.run).__name__ for name, evaluator in trainer.evals.items()})
-    with lesson.checks():
-        lesson.check_equal({key: evaluator.name for key, evaluator in trainer.evals.items()},
-                           {"heldout": "heldout", "every": "every", "final": "final"},
-                           "each resolved evaluator's name: its key in cfg.evals")
-
-    lesson.md("""
-    ## Train it with `kauldron.main`
-
-    Training runs the evaluators that run along training, here `heldout`, and writes
-    each one's results under `workdir/<its name>/`; `every` and `final` are left to the
-    eval job. The resolved `trainer` above, on the same workdir, is for reading the run
-    back.
+    eval job does. It also adds two summaries and a checkpoint every 20 steps. Training
+    runs the evaluators that run along training, here `heldout`, and writes each one's
+    results under `workdir/<its name>/`.
     """)
     lesson.shell("python -m kauldron.main --cfg=configs/heldout.py --cfg.workdir=$WORKDIR/run",
                  shows=r"Starting training loop|collection=heldout losses")
@@ -75,17 +59,26 @@ def evaluators_and_summaries(lesson: Lesson, workdir):
     when no new checkpoint came for 10 s and training has written `train_complete.txt`:
     even on a finished run it takes about 20 s, so it runs in the background.
 
-    Meanwhile, `heldout/` holds what the evaluator wrote along training: its loss and
-    metric at steps 0, 20 and 40, each pooled over all 128 rows. Restoring each step's
-    checkpoint and computing them with numpy gives the same numbers.
+    Meanwhile, the config resolved here, on the same workdir, is for reading the run
+    back: it names each evaluator by its key in `cfg.evals`. `heldout/` holds what that
+    evaluator wrote along training: its loss and metric at steps 0, 20 and 40, each
+    pooled over all 128 rows. Restoring each step's checkpoint and computing them with
+    numpy gives the same numbers.
     """)
     eval_job = lesson.shell("python -m kauldron.main --cfg=configs/heldout.py --cfg.workdir=$WORKDIR/run"
                             " --eval_names=every,final", background=True,
                             shows=r"Found new checkpoint step|Running final evals|collection=(every|final) losses")
+    cfg = heldout_config.get_config()
+    cfg.workdir = str(workdir / "run")
+    trainer = konfig.resolve(cfg)
+    print({name: type(evaluator.run).__name__ for name, evaluator in trainer.evals.items()})
     written = read_tensors(workdir / "run", "heldout")
     for step in sorted(written["metrics/within_0.1"]):
         print(step, {tag: round(float(written[tag][step]), 6) for tag in ("losses/logcosh", "metrics/within_0.1")})
     with lesson.checks():
+        lesson.check_equal({key: evaluator.name for key, evaluator in trainer.evals.items()},
+                           {"heldout": "heldout", "every": "every", "final": "final"},
+                           "each resolved evaluator's name: its key in cfg.evals")
         lesson.check(still_running(eval_job.pids), "the eval job was still running while the lesson read heldout/")
         lesson.skip_check("on a cluster, Kauldron's launcher runs the eval job beside the training job",
                           "kauldron.kxm, the XManager launcher, does not import from PyPI")
@@ -125,30 +118,6 @@ def evaluators_and_summaries(lesson: Lesson, workdir):
                            [float(written["losses/logcosh"][40]), float(written["metrics/within_0.1"][40])],
                            "evaluate(ckpt_40's state, 40) = what the run logged at step 40")
         plot_read_back(lesson, summaries, written)
-
-    lesson.md("""
-    ## The eval job's result
-
-    The job found one checkpoint, the newest: `every/` holds step 40 only, although
-    `ckpt_0` and `ckpt_20` are there too. Once its waits were over, `final` evaluated
-    the same checkpoint. Neither names losses or metrics, so both use the training ones.
-    """)
-    for name in ("every", "final"):
-        print(name, {tag: {step: round(float(value), 6) for step, value in values.items()}
-                     for tag, values in read_tensors(workdir / "run", name).items() if tag.startswith(("losses", "metrics"))})
-    with lesson.checks():
-        lesson.check(eval_job.seconds >= 19, "the eval job ran on while the lesson read the run, for at least its two 10-s waits")
-        every, final = read_tensors(workdir / "run", "every"), read_tensors(workdir / "run", "final")
-        lesson.check_equal(sorted(every["losses/logcosh"]), [40],
-                           "the steps every/ evaluated on a finished run: the newest checkpoint's only")
-        lesson.check_equal(sorted(final["losses/logcosh"]), [40], "the step final/ evaluated: the last checkpoint's")
-        log = eval_job.output
-        lesson.check(0 <= log.find("Timed out waiting for new checkpoint") < log.find("collection=final"),
-                     "final evaluated after the job's last wait for a new checkpoint",
-                     internal="reads Kauldron's and orbax's log lines")
-        preds, targets = heldout_predictions(trainer, restored.params)
-        lesson.check_close(float(final["metrics/within_tol"][40]), float(np.mean(np.abs(preds - targets) < 0.25)),
-                           "final's within_tol (the training metric) = numpy's on ckpt_40")
 
     lesson.md("""
     ## From PyPI, an eval job without the optimizer state fails
@@ -194,6 +163,31 @@ def evaluators_and_summaries(lesson: Lesson, workdir):
         error = lesson.check_raises(AttributeError, lambda: konfig.resolve(kd_cfg.train.Trainer.eval_only()),
                                     "resolving kd.train.Trainer.eval_only()")
         lesson.check("has no attribute 'tf'" in str(error), "kd.train.Trainer.eval_only() fails on kd.data.tf")
+
+
+    lesson.md("""
+    ## The eval job's result
+
+    The job found one checkpoint, the newest: `every/` holds step 40 only, although
+    `ckpt_0` and `ckpt_20` are there too. Once its waits were over, `final` evaluated
+    the same checkpoint. Neither names losses or metrics, so both use the training ones.
+    """)
+    for name in ("every", "final"):
+        print(name, {tag: {step: round(float(value), 6) for step, value in values.items()}
+                     for tag, values in read_tensors(workdir / "run", name).items() if tag.startswith(("losses", "metrics"))})
+    with lesson.checks():
+        lesson.check(eval_job.seconds >= 19, "the eval job ran on while the lesson read the run, for at least its two 10-s waits")
+        every, final = read_tensors(workdir / "run", "every"), read_tensors(workdir / "run", "final")
+        lesson.check_equal(sorted(every["losses/logcosh"]), [40],
+                           "the steps every/ evaluated on a finished run: the newest checkpoint's only")
+        lesson.check_equal(sorted(final["losses/logcosh"]), [40], "the step final/ evaluated: the last checkpoint's")
+        log = eval_job.output
+        lesson.check(0 <= log.find("Timed out waiting for new checkpoint") < log.find("collection=final"),
+                     "final evaluated after the job's last wait for a new checkpoint",
+                     internal="reads Kauldron's and orbax's log lines")
+        preds, targets = heldout_predictions(trainer, restored.params)
+        lesson.check_close(float(final["metrics/within_tol"][40]), float(np.mean(np.abs(preds - targets) < 0.25)),
+                           "final's within_tol (the training metric) = numpy's on ckpt_40")
         lesson.fact("heldout", {str(step): float(written["losses/logcosh"][step]) for step in sorted(written["losses/logcosh"])})
         lesson.summary = (f"heldout logcosh {float(written['losses/logcosh'][0]):.3f} ->"
                           f" {float(written['losses/logcosh'][40]):.4f}, equal to numpy on each checkpoint; summaries"
