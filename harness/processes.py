@@ -225,6 +225,9 @@ class Shell:
                 codes = [proc.poll() for proc in self._processes()]  # each polled: no failure goes unnoticed
                 failed = [(proc, code) for proc, code in zip(self._processes(), codes) if code not in (None, 0)]
                 if failed:
+                    # Seen failed in the same look: one killed by a signal first, as the cause (a
+                    # peer that loses its partner exits with an error of its own, after it).
+                    failed.sort(key=lambda found: found[1] >= 0)
                     self.returncode = failed[0][1]
                     self._failed = self._typed.get(failed[0][0].pid, self.first_line)
                     break

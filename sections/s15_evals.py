@@ -57,7 +57,8 @@ def evaluators_and_summaries(lesson: Lesson, workdir):
     saved in between; `final` (`StandaloneLastCheckpoint`) evaluates once, at the end,
     the last checkpoint the job restored. The job waits 10 s between looks and stops
     when no new checkpoint came for 10 s and training has written `train_complete.txt`:
-    even on a finished run it takes about 20 s, so it runs in the background.
+    even on a finished run it takes about 20 s. Nothing below needs its result until the
+    last step: started in a terminal of its own (or with `&`), it runs meanwhile.
 
     Meanwhile, the config resolved here, on the same workdir, is for reading the run
     back: it names each evaluator by its key in `cfg.evals`. `heldout/` holds what that

@@ -13,6 +13,8 @@ import psutil
 import pytest
 from conftest import ROOT, descendants, processes_mentioning, still_running
 
+from harness import processes
+
 pytestmark = pytest.mark.slow  # section 18's job, and its children stopped
 
 QUIET = dict(os.environ, TQDM_DISABLE="1", TF_CPP_MIN_LOG_LEVEL="3")
@@ -54,6 +56,10 @@ def test_a_peer_that_dies_fails_the_section_at_once_in_one_line_and_stops_the_ot
     proc = start(workdir, results)
     peers = wait_for(lambda: {pid: cmd for pid, cmd in processes_mentioning(f"{workdir}/18-multihost/job").items()
                               if "--process_id=1" in cmd}, 300, "process 1 of the job")
+    # Once the coordinator listens: the lesson's check of its port must see it before the death.
+    coordinator = wait_for(lambda: [pid for pid, cmd in processes_mentioning(f"{workdir}/18-multihost/job").items()
+                                    if "--process_id=0" in cmd], 300, "process 0 of the job")
+    wait_for(lambda: processes.listening(coordinator), 300, "the coordinator's port")
     started = descendants(proc.pid)
     killed_at = time.monotonic()
     for pid in peers:

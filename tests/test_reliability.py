@@ -31,9 +31,9 @@ QUIET = dict(os.environ, TQDM_DISABLE="1", TF_CPP_MIN_LOG_LEVEL="3")
 @pytest.mark.parametrize("jobs", ["1", "2"])
 def test_a_failing_section_fails_alone_in_one_line(tutorial, jobs):
     env = dict(os.environ, **{teaching.FAIL_SECTION_ENV: "kontext"})
-    run = tutorial("ref", "kontext", "loss-metric", "--jobs", jobs, env=env)
+    run = tutorial("konfig", "kontext", "loss-metric", "--jobs", jobs, env=env)
     assert run.returncode == 1
-    assert run.statuses() == {"ref": "passed", "kontext": "failed", "loss-metric": "passed"}
+    assert run.statuses() == {"konfig": "passed", "kontext": "failed", "loss-metric": "passed"}
     error = run.section("kontext")["error"]
     assert (error["type"], error["message"]) == ("RuntimeError", f"failure injected by {teaching.FAIL_SECTION_ENV}")
     assert error["traceback"].startswith("Traceback (most recent call last)")
@@ -45,7 +45,7 @@ def test_a_failing_section_fails_alone_in_one_line(tutorial, jobs):
 
 # --- Worker processes (--jobs) -------------------------------------------------------------
 
-LIGHT = ["konfig", "ref", "kontext", "loss-metric"]  # none imports TensorFlow
+LIGHT = ["konfig", "kontext", "loss-metric"]  # none imports TensorFlow (a few seconds each)
 
 
 @pytest.mark.slow
@@ -150,9 +150,9 @@ def test_while_workers_run_a_terminal_shows_which_sections_run_and_for_how_long_
 @pytest.mark.slow
 def test_a_section_that_kills_its_worker_fails_alone_in_one_line(tutorial):
     env = dict(os.environ, **{teaching.FAIL_SECTION_ENV: "kontext:crash"})
-    run = tutorial("ref", "kontext", "loss-metric", "--jobs", "2", env=env)
+    run = tutorial("konfig", "kontext", "loss-metric", "--jobs", "2", env=env)
     assert run.returncode == 1
-    assert run.statuses() == {"ref": "passed", "kontext": "failed", "loss-metric": "passed"}
+    assert run.statuses() == {"konfig": "passed", "kontext": "failed", "loss-metric": "passed"}
     assert "its worker process died while running it alone" in run.section("kontext")["summary"]
     assert "SUMMARY" in run.stdout and "Traceback" not in run.stdout + run.stderr
 
