@@ -3,6 +3,7 @@
     python -m compat.run kauldron.main --cfg=configs/regression.py --cfg.workdir=/tmp/x
     python -m compat.run pytest tests/
     python -m compat.run --script tensorboard --logdir /tmp/x    # a console script
+    python -m compat.run -c "import kauldron.ktyping"            # a program, as python -c
 
 A new Python process starts without the fixes the driver applied to itself; this is how
 the lessons (and you, on a broken combination such as etils 1.14.0 + jax 0.10.2) start
@@ -53,12 +54,26 @@ def run_script(name: str, args: list[str]) -> None:
     sys.exit(functools.reduce(getattr, rest, found["entry"])())
 
 
+def run_code(code: str, args: list[str]) -> None:
+    """Runs `code` as `python -c code args` does: as a fresh `__main__` module, with
+    `sys.argv` set and the current directory first on `sys.path`."""
+    import types
+
+    main_module = types.ModuleType("__main__")
+    sys.modules["__main__"] = main_module
+    sys.argv = ["-c", *args]
+    sys.path[0] = ""
+    exec(compile(code, "<string>", "exec"), main_module.__dict__)  # noqa: S102
+
+
 def main() -> None:
     if len(sys.argv) < 2:
-        sys.exit("usage: python -m compat.run MODULE [ARGS ...]  |  python -m compat.run --script NAME [ARGS ...]")
+        sys.exit("usage: python -m compat.run MODULE [ARGS ...]  |  --script NAME [ARGS ...]  |  -c CODE [ARGS ...]")
     compat.install_all(on_failure=report_failure)
     if sys.argv[1] == "--script":
         run_script(sys.argv[2], sys.argv[3:])
+    elif sys.argv[1] == "-c":
+        run_code(sys.argv[2], sys.argv[3:])
     else:
         run_module(sys.argv[1], sys.argv[2:])
 

@@ -198,7 +198,12 @@ class Shell:
     def _argv(self, line: ShellLine) -> list[str]:
         argv = list(line.argv)
         if argv[0] == "python":
-            return [*python_m(), *argv[2:]] if argv[1:2] == ["-m"] else [sys.executable, *argv[1:]]
+            launcher = python_m()  # python -m, or python -m compat.run
+            if argv[1:2] == ["-m"]:
+                return [*launcher, *argv[2:]]
+            if argv[1:2] == ["-c"] and launcher[-1] == "compat.run":  # which takes `-c CODE` too
+                return [*launcher, *argv[1:]]
+            return [sys.executable, *argv[1:]]
         if _console_script(argv[0]):  # this environment's own: started as a `python -m`, so warm
             return [sys.executable, "-m", "compat.run", "--script", *argv]
         return [shutil.which(argv[0], path=self._env["PATH"]) or argv[0], *argv[1:]]

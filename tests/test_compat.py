@@ -107,6 +107,22 @@ def test_compat_run_runs_a_module_exactly_as_python_m_does(tmp_path):
     assert plain["argv"] == [str(tmp_path / "probe.py"), "--flag", "value"]
 
 
+CODE_PROBE = ("import json, sys; print(json.dumps({'argv': sys.argv, 'name': __name__, 'path0': sys.path[0], "
+              "'main': sys.modules['__main__'].__dict__ is globals()}))")
+
+
+@pytest.mark.slow
+def test_compat_run_runs_a_program_exactly_as_python_c_does(tmp_path):
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    plain, through_compat = (
+        subprocess.run([sys.executable, *launcher, "-c", CODE_PROBE, "--flag"], cwd=tmp_path, env=env,
+                       capture_output=True, text=True, timeout=300)
+        for launcher in ([], ["-m", "compat.run"]))
+    assert plain.returncode == through_compat.returncode == 0, plain.stderr[-2000:] + through_compat.stderr[-2000:]
+    assert json.loads(through_compat.stdout) == json.loads(plain.stdout) == {
+        "argv": ["-c", "--flag"], "name": "__main__", "path0": "", "main": True}
+
+
 @pytest.mark.slow
 def test_pytest_through_compat_run_collects_a_test_that_needs_enp_testing(tmp_path):
     (tmp_path / "test_uses_enp_testing.py").write_text(
