@@ -111,19 +111,20 @@ def named_axes_are_checked(lesson: Lesson):
     ## `kd.typing` needs TensorFlow; ktyping does not
 
     The two modules differ in what they need: `kauldron.typing` imports TensorFlow,
-    which takes seconds, and `kauldron.ktyping` does not. A fresh Python process where
-    TensorFlow cannot be imported (as if it were not installed: `sys.modules` maps it to
-    None) imports one, then the other.
+    which takes seconds, and `kauldron.ktyping` does not. A fresh Python process imports
+    ktyping and looks whether TensorFlow came with it; then it makes TensorFlow
+    unimportable (`sys.modules` maps it to None, as if it were not installed) and imports
+    `kauldron.typing`.
     """)
     imports = lesson.shell(
-        "python -c \"import sys; sys.modules['tensorflow'] = None; import kauldron.ktyping; print('kauldron.ktyping: imported');"
-        " import kauldron.typing\"",
-        check=False, shows=r"^(kauldron.ktyping|ModuleNotFoundError|ImportError)")
+        "python -c \"import sys, kauldron.ktyping; print('TensorFlow imported:', 'tensorflow' in sys.modules);"
+        " sys.modules['tensorflow'] = None; import kauldron.typing\"",
+        check=False, shows=r"^(TensorFlow imported|ModuleNotFoundError|ImportError)")
     with lesson.checks():
-        lesson.check("kauldron.ktyping: imported" in imports.output,
-                     "in a fresh process without TensorFlow, kauldron.ktyping imports")
+        lesson.check("TensorFlow imported: False" in imports.output,
+                     "in a fresh process, importing kauldron.ktyping does not import TensorFlow")
         lesson.check(imports.returncode != 0 and "import of tensorflow halted" in imports.output,
-                     "in that process, importing kauldron.typing fails: it imports TensorFlow")
+                     "in that process, importing kauldron.typing fails once TensorFlow cannot be imported")
         lesson.summary = "ktyping named weights, its shape (5, 32) and c: 8; kd.typing summarised the same, and loads TensorFlow"
 
 
