@@ -100,7 +100,10 @@ def start(command: list[str], env: dict[str, str], output: pathlib.Path, *, appe
     `pid`, `poll`, `wait`, `kill` and `returncode`. Call it under `ctrl_c_held()`, and put
     what it returns where it will be stopped before the block ends."""
     address = os.environ.get(ADDRESS_ENV)
-    if address and address != "0" and command[0] == sys.executable and command[1:2] == ["-m"]:
+    # A `python -c` program (through compat.run too) starts cold: it is typed to look at a
+    # fresh process (section 4 asks what importing one module imported).
+    is_python_m = command[0] == sys.executable and command[1:2] == ["-m"] and "-c" not in command[2:4]
+    if address and address != "0" and is_python_m:
         with contextlib.suppress(ConnectionError, FileNotFoundError):  # no server there: a Popen
             return WarmChild(address, command, cwd, env, output, append)
     with open(output, "a" if append else "w") as out:  # the child keeps its own copy
