@@ -167,5 +167,7 @@ def export_batchnorm_model(trainer, state, x) -> tuple[bool, bool, list[str]]:
     preds = np.asarray(exported.call(params=fresh["params"], key=jax.random.key_data(jax.random.key(0)), inputs=x)["preds"]["y"])
     with_state = model.apply({"params": fresh["params"], "batch_stats": trained_stats}, x, is_training_property=False)["y"]
     with_fresh = model.apply(fresh, x, is_training_property=False)["y"]
-    return (np.allclose(preds, with_state), np.allclose(preds, with_fresh),
+    # The two candidates differ by about 1 here; an exported program may round differently
+    # from a jitted one by an ulp or so, which np.allclose's relative default rejects near 0.
+    return (np.allclose(preds, with_state, atol=1e-5), np.allclose(preds, with_fresh, atol=1e-5),
             sorted(exported.in_tree.unflatten(exported.in_avals)[1]))
