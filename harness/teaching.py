@@ -168,7 +168,9 @@ class _BlockOutput(io.TextIOBase):
         self.teacher.record_output(text)
         indented = []
         for line in text.splitlines(keepends=True):
-            if self.at_line_start and line.strip():
+            # A blank line stays blank; a line whose first write is spaces (print("  ", x))
+            # is indented like any other.
+            if self.at_line_start and (line.strip() or not line.endswith("\n")):
                 line = INDENT + line
             indented.append(line)
             self.at_line_start = line.endswith("\n")

@@ -2,11 +2,14 @@
 read as the program its page shows, and a file that breaks the format is refused in one
 line naming where."""
 
+import contextlib
+import io
 import textwrap
+import types
 
 import pytest
 
-from harness import program
+from harness import program, teaching
 from harness.program import LessonSourceError
 
 LESSON = '''
@@ -125,3 +128,14 @@ def example(lesson: Lesson):
 def test_a_lesson_takes_the_lesson_and_maybe_its_workdir(tmp_path):
     with pytest.raises(LessonSourceError, match=r"takes \(lesson\) or \(lesson, workdir\)"):
         read(tmp_path, LESSON.replace("(lesson: Lesson, workdir)", "(lesson: Lesson, workdir, extra)"))
+
+
+def test_what_a_block_prints_is_indented_under_its_step_line_by_line():
+    shown, recorded = io.StringIO(), []
+    output = teaching._BlockOutput(shown, types.SimpleNamespace(record_output=recorded.append))
+    with contextlib.redirect_stdout(output):
+        print("a")
+        print()
+        print("  ", "b")  # a line whose first write is spaces
+    assert shown.getvalue() == f"{teaching.INDENT}a\n\n{teaching.INDENT}   b\n"
+    assert "".join(recorded) == "a\n\n   b\n"
