@@ -1,6 +1,7 @@
 """The harness: what runs a lesson and checks it, apart from the lessons themselves.
 
-A lesson (sections/sNN_<slug>.py) imports only `section` and `Lesson` from here.
+A lesson (sections/sNN_<slug>.py) imports `section`, `Lesson` and `Panel` from here, and
+may compare results with harness.compare in its checks.
 program.py reads the lesson format; registry.py lists the sections; teaching.py runs one,
 block by block; lesson.py is what its checks talk to; processes.py starts every process a
 lesson runs; runtime.py holds the process-wide settings; results.py the typed results.
