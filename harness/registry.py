@@ -23,6 +23,7 @@ PARTS = {
     "training": "Training: the Trainer, sweeps, seeds, evaluation and checkpoints",
     "for-real": "Running it for real: the command line, devices, data, fine-tuning, randomness, "
                 "evaluation, export, NNX, several processes",
+    "recipes": "Recipes users ask for: gradient accumulation, data mixtures, a metric writer of your own",
 }
 
 

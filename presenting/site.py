@@ -59,6 +59,9 @@ PYPI_GAPS = [
      "`ModuleNotFoundError`: it restores through `kd.ckpts.PartialKauldronLoader` (orbax's unpublished `model_surgery`)",
      "evals", "an eval job whose evaluators all set discard_opt=True fails from PyPI",
      "leave `discard_opt` False in at least one evaluator of the job"),
+    ("`kauldron.contrib.data.RandomMapTransform`", "`ModuleNotFoundError: No module named 'grain.tensorflow'`:"
+     " it is TF-Grain's, for `kd.data.tf`", "mixture", "kauldron.contrib.data.RandomMapTransform from PyPI",
+     "`kd.data.py.ElementWiseRandomTransform` (a `grain.RandomMapTransform`)"),
     ("`trainer.sharding.ds`, as the docs' mid-level API loops over batches", "`DeprecationWarning` raised on reading it",
      "trainer", "trainer.sharding.ds, as the docs' mid-level API writes it", "`trainer.sharding.batch`"),
 ]

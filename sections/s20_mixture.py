@@ -1,0 +1,258 @@
+"""A data mixture and a random augmentation, reproduced by the Trainer's seed.
+
+A model meant to read a digit wherever it sits can train on the real digits mixed with
+shifted copies of them, each image randomly rotated. `kd.data.py.Mix` mixes Kauldron
+pipelines by weight, and a random transform augments every example. Both are random, and
+both are drawn from one seed, the Trainer's: a run's data is reproduced by its seed, as
+its parameters are. This lesson measures how exact the mixture is, what the seed decides,
+and what changes from one epoch to the next. It trains nothing.
+"""
+
+import itertools
+
+import numpy as np
+from kauldron import kd, konfig
+
+from configs import mixture as mixture_config
+from harness import Lesson, Panel, section
+
+
+@section(20, "mixture", "A data mixture and a random augmentation, reproduced by the Trainer's seed", part="recipes",
+         shows="kd.data.py.Mix by weight, exact per epoch; a random rotation; both from the Trainer's seed; anew each epoch",
+         reference="https://kauldron.readthedocs.io/en/latest/data_py.html")
+def mixture_and_augmentation(lesson: Lesson, workdir):
+    lesson.md("""
+    ## The mixture, as a config
+
+    `configs/mixture.py` (below) is section 0's classifier with a mixture for its data.
+    `kd.data.py.Mix` takes pipelines and their weights: here section 0's 1,437 training
+    digits, and the same digits moved two pixels right, three to one. Each is a
+    `kd.data.py.DataSource`, which reads any object with `len` and `[i]`: `Digits`
+    (`sections/parts/mixture.py`) holds scikit-learn's digits in memory, as section 0
+    stores them, so this lesson writes no dataset. Each source's transforms run on its own
+    examples (a `shifted` flag, the shift); the mixture's run on all of them (the scaling,
+    the random rotation, the label's trailing axis). The mixture sets no seed: once the
+    Trainer is built, its seed is the Trainer's.
+    """)
+    cfg = mixture_config.get_config()
+    cfg.workdir = str(workdir / "run")
+    trainer = konfig.resolve(cfg)
+    print(type(trainer.train_ds).__name__, trainer.train_ds.weights, "seed:", trainer.train_ds.seed)
+    print(kd.inspect.json_spec_like(trainer.train_ds.element_spec))
+    with lesson.checks():
+        from sections.parts.digits import DigitsMLP
+        from sections.parts.mixture import Digits
+
+        lesson.check_equal(len(Digits(split="train")), 1437, "the digits of section 0's training split")
+        stored = np.stack([Digits(split="train")[i]["image"] for i in range(1437)])
+        lesson.check_equal((stored.shape[1:], stored.dtype.name, int(stored.min()), int(stored.max())), ((8, 8, 1), "uint8", 0, 255),
+                           "the images as section 0 stores them: 8x8x1, uint8, from 0 to 255")
+        lesson.check_equal(kd.inspect.json_spec_like(trainer.train_ds.element_spec),
+                           {"image": "f32[64 8 8 1]", "index": "i64[64]", "label": "i64[64 1]", "shifted": "i64[64]"},
+                           "a batch of the mixture: 64 images, their record's index, label and shifted flag")
+        lesson.check("seed" not in mixture_config.get_config().train_ds and trainer.train_ds.seed == trainer.seed == 0,
+                     "the config sets no seed on the mixture, and the built pipeline's is the Trainer's (0)")
+        lesson.check(type(trainer.model) is DigitsMLP, "the model is section 0's, DigitsMLP")
+        lesson.check(not any(workdir.iterdir()), "the lesson has written nothing in its workdir")
+
+    lesson.md("""
+    ## How exact the mixture is: a quarter, per epoch
+
+    Over 20 batches, 1,280 digits, the fraction of shifted copies should be 0.25 within
+    binomial noise: 4 standard deviations are 4 * sqrt(p (1 - p) / n) = 0.048 for
+    p = 0.25 and n = 1,280. But grain's `MapDataset.mix`, on which `kd.data.py.Mix` is
+    built, draws no source at random: it interleaves the sources in the weights' exact
+    proportion, three and one in every four, and `Mix` (`shuffle=True`, its default)
+    shuffles each epoch of the interleaving. An epoch is 1,916 digits, the longest
+    mixture in which no record repeats (1,437 / 0.75): every real digit once, and 479
+    shifted copies, exactly a quarter. The next epoch takes 479 other shifted copies.
+    """)
+    iterator = iter(trainer.train_ds)
+    seen = [next(iterator) for _ in range(60)]  # 3,840 digits: two epochs, and 8 more
+    mixed = {key: np.concatenate([batch[key] for batch in seen]) for key in ("image", "index", "shifted")}
+    n, p = 20 * 64, 0.25
+    print(f"shifted in the first {n}: {mixed['shifted'][:n].mean():.4f}; 4 sd: {4 * np.sqrt(p * (1 - p) / n):.4f}")
+    EPOCH = 1916  # 1,437 real digits / 0.75
+    print("shifted per epoch:", [int(mixed["shifted"][e * EPOCH:(e + 1) * EPOCH].sum()) for e in range(2)])
+    with lesson.checks():
+        import inspect
+
+        import grain.python as grain
+
+        fraction, tolerance = float(mixed["shifted"][:n].mean()), 4 * float(np.sqrt(p * (1 - p) / n))
+        lesson.check(abs(fraction - p) <= tolerance, f"the shifted fraction of the first {n} digits, {fraction:.4f},"
+                     f" is within 4 binomial standard deviations ({tolerance:.4f}) of the weight {p}")
+        lesson.check("MapDataset.mix" in inspect.getsource(kd.data.py.Mix), "kd.data.py.Mix calls grain's MapDataset.mix",
+                     internal="reads Kauldron's source")
+        interleaved = list(grain.MapDataset.mix([grain.MapDataset.range(0, 300), grain.MapDataset.range(1000, 1100)],
+                                                weights=[0.75, 0.25]))
+        lesson.check(all(sum(value >= 1000 for value in interleaved[k:k + 4]) == 1 for k in range(0, 400, 4)),
+                     "grain's MapDataset.mix with weights 0.75 and 0.25: one of the second source in every four, in order")
+        lesson.check(trainer.train_ds.shuffle is True, "kd.data.py.Mix shuffles by default")
+        lesson.check_equal(len(konfig.resolve(one_epoch(seed=0))), EPOCH,
+                           "the length of one epoch of this kd.data.py.Mix, unbatched")
+        epochs = [slice(e * EPOCH, (e + 1) * EPOCH) for e in range(2)]
+        lesson.check_equal([int(mixed["shifted"][rows].sum()) for rows in epochs], [479, 479],
+                           "the shifted copies in each of the first two epochs")
+        lesson.check(all(sorted(mixed["index"][rows][mixed["shifted"][rows] == 0].tolist()) == list(range(1437))
+                         for rows in epochs), "each epoch holds every one of the 1,437 real digits once")
+        shifted_records = [set(mixed["index"][rows][mixed["shifted"][rows] == 1].tolist()) for rows in epochs]
+        lesson.check(not shifted_records[0] & shifted_records[1],
+                     "the 479 shifted copies of epoch 2 are other records than epoch 1's")
+        lesson.fact("shifted_fraction", {"first_digits": n, "fraction": fraction, "tolerance_4sd": tolerance,
+                                         "per_epoch": [int(mixed["shifted"][rows].sum()) for rows in epochs]})
+
+    lesson.md("""
+    ## The Trainer's seed decides the mixture
+
+    A Kauldron pipeline's `seed` defaults to a reference to its Trainer's, which building
+    the Trainer fills in, and every shuffle of the mixture derives from it. So the same
+    seed gives the same digits in the same order, and seed 1 another order. A seed set on
+    the pipeline itself wins over the Trainer's. A pipeline resolved on its own, with
+    neither, draws a random seed when it is first read: outside a Trainer, set one.
+    """)
+    def first_batches(seed, count=4):  # a Trainer with this seed: its pipeline's seed, and first batches
+        cfg.seed = seed
+        pipeline = konfig.resolve(cfg).train_ds
+        return pipeline.seed, list(itertools.islice(pipeline, count))
+
+    def records(batches):  # (shifted, index) of every digit, in order
+        return [(int(s), int(i)) for batch in batches for s, i in zip(batch["shifted"], batch["index"])]
+
+    runs = {"seed 0 again": first_batches(0), "seed 1": first_batches(1)}
+    print({name: seed for name, (seed, _) in runs.items()})
+    print({name: records(batches) == records(seen[:4]) for name, (_, batches) in runs.items()})
+    with lesson.checks():
+        lesson.check_equal({name: seed for name, (seed, _) in runs.items()}, {"seed 0 again": 0, "seed 1": 1},
+                           "each pipeline's seed, the Trainer's")
+        lesson.check(records(runs["seed 0 again"][1]) == records(seen[:4]),
+                     "seed 0 again: the same 256 first digits, in the same order")
+        lesson.check(records(runs["seed 1"][1]) != records(seen[:4]), "seed 1: other first digits, or another order")
+        pinned = mixture_config.get_config()
+        pinned.workdir, pinned.train_ds.seed = str(workdir / "run"), 5
+        lesson.check_equal(konfig.resolve(pinned).train_ds.seed, 5, "a pipeline seed set in the config, under a Trainer of seed 0")
+        alone = [konfig.resolve(mixture_config.get_config().train_ds) for _ in range(2)]
+        lesson.check(not isinstance(alone[0].seed, int), "resolved without a Trainer or a seed, a pipeline has no seed yet")
+        firsts = [records([next(iter(pipeline))]) for pipeline in alone]
+        lesson.check(isinstance(alone[0].seed, int) and alone[0].seed != alone[1].seed and firsts[0] != firsts[1],
+                     "two pipelines resolved without a Trainer or a seed drew two seeds when first read, and two mixtures")
+
+    lesson.md("""
+    ## A random augmentation, from the same seed
+
+    `RandomRotate` (`sections/parts/mixture.py`) rotates an image by a random angle, up
+    to `max_degrees`. It subclasses `kd.data.py.ElementWiseRandomTransform`, Kauldron's
+    base for a random transform of a PyGrain pipeline: a `grain.RandomMapTransform` that
+    changes the features its `key` names, with the numpy generator grain's `random_map`
+    gives each example, and passes the others through. (The contrib
+    `kauldron.contrib.data.RandomMapTransform` is TF-Grain's: it does not import from
+    PyPI.) Without the augmentation, the mixture holds the same records in the same order,
+    each image as its record stores it, the copies shifted; with it, every image of the
+    first batch changes. The same seed rotates the same digits the same way, bit for bit;
+    seed 1 rotates a digit both runs hold another way.
+    """)
+    cfg.seed = 0
+    del cfg.train_ds.transforms["augment"]
+    plain = next(iter(konfig.resolve(cfg).train_ds))
+    augmented = seen[0]
+    print("changed:", sum(not np.array_equal(a, b) for a, b in zip(augmented["image"], plain["image"])), "of 64")
+    print({name: all(np.array_equal(a["image"], b["image"]) for a, b in zip(batches, seen[:4]))
+           for name, (_, batches) in runs.items()})
+    with lesson.checks():
+        import grain.python as grain
+
+        lesson.check(issubclass(kd.data.py.ElementWiseRandomTransform, grain.RandomMapTransform),
+                     "kd.data.py.ElementWiseRandomTransform is a grain.RandomMapTransform")
+        given = list(grain.MapDataset.range(3).seed(0).random_map(lambda x, rng: type(rng)))
+        lesson.check(given == [np.random.Generator] * 3, "grain's random_map gives each example a numpy Generator")
+        error = lesson.check_raises(ModuleNotFoundError, contrib_random_map_transform,
+                                    "kauldron.contrib.data.RandomMapTransform from PyPI")
+        lesson.check("grain.tensorflow" in str(error), "what it misses: grain.tensorflow, TF-Grain")
+        lesson.check(records([plain]) == records([augmented]) and np.array_equal(plain["label"], augmented["label"]),
+                     "without the augmentation: the same records, in the same order, with the same labels")
+        lesson.check(max_difference_from_records(plain) <= 1e-6,
+                     "without it, each image is its record's / 255; a shifted copy's moved two pixels right (within 1e-6)")
+        lesson.check(all(not np.array_equal(a, b) for a, b in zip(augmented["image"], plain["image"])),
+                     "the augmentation changed every image of the first batch")
+        lesson.check(all(np.array_equal(a["image"], b["image"]) for a, b in zip(runs["seed 0 again"][1], seen[:4])),
+                     "seed 0 again: the 256 first images, bit for bit")
+        both, differ = rotated_alike(seen[:4], runs["seed 1"][1])
+        lesson.check(both > 0 and differ == both, f"seed 1 rotates each of the {both} digits both runs hold another way")
+        lesson.plot("Section 20: the mixture's first digits, as stored and augmented (seed 0)",
+                    Panel("without the augmentation", "", "", images=digit_images(plain)),
+                    Panel("augmented: rotated by up to 15 degrees", "", "", images=digit_images(augmented)))
+
+    lesson.md("""
+    ## Epochs: the same digit, rotated anew
+
+    grain's `MapDataset.repeat` reseeds the random transforms before it for each epoch
+    (`reseed_each_epoch=True`, its default), and Kauldron's pipelines repeat with the
+    default. So a digit is rotated one way in epoch 1 and another in epoch 2, and the
+    epoch is shuffled anew. Measured on the two epochs iterated above: each real
+    digit's image in epoch 1 against its image in epoch 2.
+    """)
+    def real_digits(epoch):  # record index -> its augmented image, for the real digits of one epoch
+        rows = slice(epoch * EPOCH, (epoch + 1) * EPOCH)
+        return {int(i): image for i, image, s in zip(mixed["index"][rows], mixed["image"][rows], mixed["shifted"][rows])
+                if not s}
+
+    first, second = real_digits(0), real_digits(1)
+    print("augmented differently in epoch 2:", sum(not np.array_equal(first[i], second[i]) for i in first), "of", len(first))
+    with lesson.checks():
+        import inspect
+
+        import grain.python as grain
+
+        draws = list(grain.MapDataset.range(4).seed(0).random_map(lambda x, rng: int(rng.integers(2**30))).repeat(2))
+        grain_reseeds = draws[:4] != draws[4:]
+        lesson.check(inspect.signature(grain.MapDataset.repeat).parameters["reseed_each_epoch"].default is True,
+                     "grain's MapDataset.repeat reseeds each epoch by default (reseed_each_epoch=True)")
+        lesson.check(grain_reseeds, "the installed grain's random_map draws anew in each epoch of MapDataset.repeat")
+        differ = sum(not np.array_equal(first[i], second[i]) for i in first)
+        lesson.check_equal(differ, len(first) if grain_reseeds else 0,
+                           "the real digits this pipeline augments differently in epoch 2, as grain's repeat does")
+        lesson.check(list(first) != list(second), "epoch 2 holds the real digits in another order")
+        lesson.summary = (f"Mix 3:1: {fraction:.4f} shifted in {n} (4 sd {tolerance:.4f}), exactly 479 of {EPOCH}"
+                          f" per epoch; a rotation reproduced by the Trainer's seed, anew in each epoch")
+
+
+def one_epoch(seed: int):
+    """The lesson's mixture as a config of its own: one epoch, unbatched, with a seed."""
+    pipeline = mixture_config.get_config().train_ds
+    pipeline.num_epochs, pipeline.batch_size, pipeline.seed = 1, None, seed
+    return pipeline
+
+
+def contrib_random_map_transform():
+    """Kauldron's contrib RandomMapTransform, as a user imports it (its module loads lazily)."""
+    from kauldron.contrib import data
+
+    return data.RandomMapTransform
+
+
+def max_difference_from_records(batch) -> float:
+    """The largest |difference| between a batch without the augmentation and its records,
+    read from the source and scaled by numpy (a shifted copy moved two pixels right)."""
+    from sections.parts.mixture import Digits
+
+    worst = 0.0
+    for image, index, shifted in zip(batch["image"], batch["index"], batch["shifted"]):
+        stored = Digits(split="train")[int(index)]["image"].astype(np.float32) / 255
+        if shifted:
+            stored = np.concatenate([np.zeros_like(stored[:, :2]), stored[:, :-2]], axis=1)
+        worst = max(worst, float(np.abs(image - stored).max()))
+    return worst
+
+
+def rotated_alike(ours, theirs) -> tuple[int, int]:
+    """How many records two runs' batches both hold, and how many of those differ in image."""
+    images = [{(int(s), int(i)): image for batch in batches
+               for image, s, i in zip(batch["image"], batch["shifted"], batch["index"])} for batches in (ours, theirs)]
+    both = images[0].keys() & images[1].keys()
+    return len(both), sum(not np.array_equal(images[0][key], images[1][key]) for key in both)
+
+
+def digit_images(batch, count: int = 12) -> list:
+    """The first `count` images of a batch, for the figure, captioned with label and source."""
+    return [(batch["image"][k][..., 0].tolist(), f"{int(batch['label'][k][0])}{' shifted' if batch['shifted'][k] else ''}")
+            for k in range(count)]

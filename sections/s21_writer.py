@@ -1,0 +1,364 @@
+"""A metric writer of your own: every scalar in a JSON-lines file too.
+
+A Kauldron Trainer logs through its `writer`, by default `kd.train.KDMetricWriter`, which
+writes TensorBoard's event files. A spreadsheet, pandas or a CI job reads a CSV or
+JSON-lines file more easily, with no TensorBoard installed. This recipe subclasses the
+default writer so that it also appends every scalar it logs to `metrics.jsonl` in the
+workdir, sets it in the config, and holds the file against TensorBoard's files of the
+same run, step by step. Kauldron's own extra writers, in `kd.contrib`, come last.
+"""
+
+import collections
+import json
+
+import numpy as np
+from kauldron import kd, konfig
+
+from configs import regression as regression_config
+from harness import Lesson, section
+from sections.parts.logs import read_scalars
+
+with konfig.imports():
+    import optax as optax_cfg
+    from kauldron import kd as kd_cfg
+
+    from sections.parts import jsonl_writer as jsonl_writer_cfg
+    from sections.parts import regression as regression_cfg
+
+
+@section(21, "writer", "A metric writer of your own: every scalar to JSON lines", part="recipes", trains=True,
+         shows="a KDMetricWriter subclass in cfg.writer appends every scalar to metrics.jsonl: equal to TensorBoard's, "
+               "step by step; the contrib writers",
+         reference="https://github.com/google-research/kauldron/blob/main/kauldron/train/metric_writer.py")
+def metric_writer_of_your_own(lesson: Lesson, workdir):
+    lesson.md("""
+    ## The writer, set in the config
+
+    `JsonlWriter` (`sections/parts/jsonl_writer.py`, below) subclasses `KDMetricWriter`
+    and overrides the two methods that receive numbers, `write_scalars` and
+    `write_summaries`: each calls `KDMetricWriter`'s own, then appends one line per
+    number to `<workdir>/<collection>/metrics.jsonl` (of what `write_summaries` is given,
+    only single numbers). A config names it like any part, so it lives in a module of its
+    own.
+
+    The regression experiment is edited for the lesson: 20 steps, logging every 5; a
+    learning-rate schedule in `cfg.schedules`, so that there is one to log; an evaluator
+    on the held-out rows every 10 steps; and the writer in `cfg.writer`. The Trainer fills
+    in the writer's `workdir` with its own and sets its `collection` to `train`; the
+    evaluator writes through a copy of it whose collection is the evaluator's name.
+    """)
+    cfg = regression_config.get_config()
+    cfg.workdir = str(workdir / "run")
+    cfg.num_train_steps, cfg.log_metrics_every = 20, 5
+    cfg.schedules = {"lr": optax_cfg.linear_schedule(1e-2, 1e-3, transition_steps=cfg.ref.num_train_steps)}
+    cfg.optimizer = optax_cfg.adam(learning_rate=cfg.ref.schedules["lr"])
+    cfg.evals = {"heldout": kd_cfg.evals.Evaluator(
+        run=kd_cfg.evals.EveryNSteps(10),
+        ds=kd_cfg.data.InMemoryPipeline(loader=regression_cfg.make_loader("eval"), batch_size=32, num_epochs=1))}
+    cfg.writer = jsonl_writer_cfg.JsonlWriter()
+    trainer = konfig.resolve(cfg)
+    for writer in (trainer.writer, trainer.evals["heldout"].writer):
+        print(type(writer).__name__, writer.collection, writer.path.relative_to(workdir))
+    with lesson.checks():
+        import dataclasses
+
+        from etils import epath
+
+        default = next(f.default_factory for f in dataclasses.fields(kd.train.Trainer) if f.name == "writer")
+        lesson.check(default is kd.train.KDMetricWriter, "a Trainer's writer is a kd.train.KDMetricWriter by default")
+        lesson.check(trainer.writer.collection == "train"
+                     and trainer.writer.workdir == trainer.workdir == epath.Path(cfg.workdir),
+                     "the resolved Trainer's writer has collection 'train' and the Trainer's workdir, the config's")
+        heldout = trainer.evals["heldout"].writer
+        lesson.check(type(heldout) is type(trainer.writer) and heldout.collection == "heldout"
+                     and heldout.workdir == trainer.workdir,
+                     "the evaluator's writer: of the Trainer's writer's class, with collection 'heldout', the same workdir")
+
+    lesson.md("""
+    ## Train, and read the file
+
+    At each logging step, `train()` calls the writer's `write_step_metrics`, which
+    computes the step's values and hands all of its scalars to `write_scalars` in one
+    mapping: the losses and their sum (`losses/total`), the metrics, each schedule at that
+    step (`schedules/`), and the Trainer's timings (`perf_stats/`). Before the first step,
+    `write_param_overview` logs the parameter count, `num_params`, through
+    `write_summaries` instead: a writer that overrode `write_scalars` alone would miss
+    it. The evaluator logs its losses and metrics the same way, with no schedules and no
+    timings. The timings are this run's own measurements: the page prints only their names.
+    """)
+    state, aux = trainer.train()
+    lesson.shell("head -n 3 $WORKDIR/run/train/metrics.jsonl")
+    run = workdir / "run"
+    rows = [json.loads(line) for line in (run / "train" / "metrics.jsonl").read_text().splitlines()]
+    print("rows per step:", dict(collections.Counter(row["step"] for row in rows)))
+    print(*sorted({row["tag"] for row in rows}), sep="\n")
+    heldout_rows = [json.loads(line) for line in (run / "heldout" / "metrics.jsonl").read_text().splitlines()]
+    print("heldout, rows per step:", dict(collections.Counter(row["step"] for row in heldout_rows)))
+    print(*sorted({row["tag"] for row in heldout_rows}), sep="\n")
+    with lesson.checks():
+        import optax
+
+        by_step = table(rows)
+        perf_stats = {"perf_stats/" + name for name in ("steps_per_sec", "total_training_time_hours",
+                                                        "data_points_per_sec_global", "data_points_per_sec_per_device",
+                                                        "train/avg_time_sec", "evals_along_train/avg_time_sec")}
+        step_tags = {"losses/logcosh", "losses/total", "metrics/within_tol", "schedules/lr"} | perf_stats
+        lesson.check_equal(sorted(by_step), [0, 5, 10, 15, 20],
+                           "the steps train() logged, with num_train_steps=20 and log_metrics_every=5")
+        lesson.check(all(set(values) - {"num_params"} == step_tags for values in by_step.values()),
+                     "at each of them, the file holds losses/logcosh, losses/total, metrics/within_tol, schedules/lr and"
+                     f" the {len(perf_stats)} perf_stats: {', '.join(sorted(perf_stats))}")
+        lesson.check(rows[0]["tag"] == "num_params" and [step for step, values in by_step.items() if "num_params" in values]
+                     == [0] and by_step[0]["num_params"] == parameter_count(state.params),
+                     "num_params, the file's first line, at step 0 alone, is the model's parameter count")
+        lesson.check(all(values["losses/total"] == values["losses/logcosh"] for values in by_step.values()),
+                     "losses/total = the sum of the losses: with one loss, equal to it at every step")
+        schedule = optax.linear_schedule(1e-2, 1e-3, transition_steps=20)
+        lesson.check(all(values["schedules/lr"] == float(np.float32(schedule(step))) for step, values in by_step.items()),
+                     "schedules/lr at each logged step = the schedule's value at that step (float32)")
+        lesson.check_equal(calls_made(lambda w: w.write_step_metrics(step=20, aux=aux, schedules=trainer.schedules,
+                                                                      log_summaries=False), workdir),
+                           [("write_scalars", sorted(step_tags - perf_stats))],
+                           "what write_step_metrics calls, given the last step's aux and no timer: write_scalars, once",
+                           internal="a writer's calls to its own methods, which Kauldron does not document")
+        lesson.check_equal(calls_made(lambda w: w.write_param_overview(0, state.params), workdir),
+                           [("write_texts", ["parameters"]), ("write_summaries", ["num_params"])],
+                           "what write_param_overview calls: num_params goes through write_summaries",
+                           internal="a writer's calls to its own methods, which Kauldron does not document")
+        lesson.check_equal({step: sorted(values) for step, values in table(heldout_rows).items()},
+                           {step: ["losses/logcosh", "losses/total", "metrics/within_tol"] for step in (0, 10, 20)},
+                           "the heldout evaluator's file, with EveryNSteps(10): its steps and tags")
+        lesson.fact("jsonl_rows", {"train": len(rows), "heldout": len(heldout_rows)})
+
+    lesson.md("""
+    ## The same numbers as TensorBoard's
+
+    `read_scalars` (`sections/parts/logs.py`) reads TensorBoard's event files for the
+    `train` collection as `{step: {tag: value}}`. The file and TensorBoard hold the same
+    steps and the same tags. TensorBoard keeps what `write_scalars` gives it as float32
+    (and `num_params` as the int64 it is): the losses, the metrics and the schedules
+    arrive as float32 already and are equal to the last bit, while the timings arrive as
+    Python floats (float64), which the file keeps whole and TensorBoard rounds. Rounded
+    to float32, every value is equal.
+    """)
+    logged = read_scalars(run, "train")  # TensorBoard's {step: {tag: value}}
+    in_file = {}
+    for row in rows:
+        in_file.setdefault(row["step"], {})[row["tag"]] = row["value"]
+    print("same steps and tags:", {s: set(tags) for s, tags in in_file.items()} == {s: set(tags) for s, tags in logged.items()})
+    both = [(tag, value, logged[step][tag]) for step, values in in_file.items() for tag, value in values.items()]
+    print("tags whose values differ:")
+    for tag in sorted({tag for tag, ours, theirs in both if ours != theirs}):
+        print(f"  {tag}")
+    print("...once rounded to float32:", sorted({tag for tag, ours, theirs in both if np.float32(ours) != np.float32(theirs)}))
+    print("step  losses/logcosh  schedules/lr")
+    for step, values in sorted(in_file.items()):
+        print(f"{step:4d}  {values['losses/logcosh']:14.6f}  {values['schedules/lr']:12.6f}")
+    with lesson.checks():
+        from sections.parts.logs import read_tensors
+
+        tensorboard = read_scalars(workdir / "run", "train")
+        lesson.check({step: set(values) for step, values in table(rows).items()}
+                     == {step: set(values) for step, values in tensorboard.items()},
+                     "the file holds the (step, tag) pairs TensorBoard's train/ files hold, no more, no fewer")
+        dtypes = {tag: {value.dtype.name for value in by_step.values()}
+                  for tag, by_step in read_tensors(workdir / "run", "train").items() if tag in in_file[0]}
+        lesson.check_equal(dtypes, {tag: {"int64" if tag == "num_params" else "float32"} for tag in in_file[0]},
+                           "the dtype TensorBoard's files hold, for each tag of the file")
+        lesson.check(all(value == tensorboard[step][tag] for step, values in table(rows).items()
+                         for tag, value in values.items() if not tag.startswith("perf_stats/")),
+                     "every value but the timings: the file's = TensorBoard's, exactly")
+        timings = [(value, tensorboard[step][tag]) for step, values in table(rows).items()
+                   for tag, value in values.items() if tag.startswith("perf_stats/")]
+        lesson.check(all(float(np.float32(ours)) == theirs for ours, theirs in timings),
+                     "every timing: TensorBoard's = the file's rounded to float32")
+        lesson.check(sum(ours != theirs for ours, theirs in timings) > len(timings) // 2,
+                     "and most differ from it unrounded: the file keeps them as float64")
+        lesson.check(table(heldout_rows) == read_scalars(workdir / "run", "heldout"),
+                     "the heldout evaluator's file = TensorBoard's heldout/ files: the same steps, tags and values")
+        lesson.fact("logcosh", {str(step): in_file[step]["losses/logcosh"] for step in (0, 20)})
+
+    lesson.md("""
+    ## Kauldron's own writers, in `kauldron.contrib.train`
+
+    The installed Kauldron's `contrib` folder holds three more public writers, each a
+    `KDMetricWriter` subclass. As their docstrings say, `MLFlowMetricWriter` also logs to
+    MLflow, `NpzWriter` also saves arrays to `.npz` files, and `GifVideoWriter` writes
+    video summaries as animated GIFs. All three import from PyPI's Kauldron, but not as
+    `contrib/README.md` says ("all contrib are exposed under a single namespace:
+    `kd.contrib` (no extra import required)"): `kauldron/contrib/__init__.py` imports
+    none of its subpackages, so `kd.contrib.train` is an `AttributeError`, in code and in
+    a config being resolved, until something imports `kauldron.contrib.train`. In a
+    config, import it inside `konfig.imports()`: `from kauldron.contrib import train`.
+    """)
+    from kauldron.contrib import train as contrib_train  # before this, kd.contrib.train is an AttributeError
+
+    for writer_class in (contrib_train.MLFlowMetricWriter, contrib_train.NpzWriter, contrib_train.GifVideoWriter):
+        print(f"{writer_class.__name__}: a KDMetricWriter: {issubclass(writer_class, kd.train.KDMetricWriter)}")
+    with lesson.checks():
+        lesson.check_equal(contrib_writers(), ["GifVideoWriter", "MLFlowMetricWriter", "NpzWriter"],
+                           "the public writers (subclasses of Kauldron's writer classes) kauldron/contrib's source defines",
+                           internal="reads the installed package's source files")
+        lesson.check(all(issubclass(getattr(contrib_train, name), kd.train.KDMetricWriter) for name in contrib_writers()),
+                     "each imports from PyPI's Kauldron as kauldron.contrib.train.<name>, a KDMetricWriter subclass")
+        lesson.check("animated" in contrib_train.GifVideoWriter.__doc__ and "MLFlow" in contrib_train.MLFlowMetricWriter.__doc__
+                     and ".npz" in contrib_train.NpzWriter.__doc__,
+                     "their docstrings: GifVideoWriter writes animated images, MLFlowMetricWriter MLFlow, NpzWriter .npz files")
+        lesson.check("`kd.contrib` (no extra import required)" in contrib_readme(),
+                     "kauldron/contrib/README.md says every contrib is under kd.contrib with no extra import",
+                     internal="reads the installed package's README")
+        lesson.check(not hasattr(run_afresh("kauldron.contrib"), "train"),
+                     "kauldron/contrib/__init__.py, run afresh, defines no `train`: importing kauldron does not import it")
+        with as_if_never_imported("kauldron.contrib.train"):
+            lesson.check_raises(AttributeError, lambda: kd.contrib.train,
+                                "kd.contrib.train where kauldron.contrib.train is not imported yet")
+            lesson.check_raises(AttributeError, lambda: konfig.resolve(kd_cfg.contrib.train.NpzWriter(save_scalars=True)),
+                                "kd.contrib.train.NpzWriter from PyPI: a config naming it, resolved where"
+                                " kauldron.contrib.train is not imported yet")
+        with konfig.imports():
+            from kauldron.contrib import train as contrib_train_cfg
+        lesson.check(type(konfig.resolve(contrib_train_cfg.NpzWriter(save_scalars=True))) is contrib_train.NpzWriter,
+                     "a config naming it through `from kauldron.contrib import train` in konfig.imports() resolves")
+
+    lesson.md("""
+    ## NpzWriter's scalars, and MLflow's missing dependency
+
+    `NpzWriter(save_scalars=True)` saves the losses and the metrics, not the schedules,
+    and only at a step that logs summaries (every `log_summaries_every` steps: 1000 by
+    default, so step 0 alone in this run). Below, it is given this run's last step (the
+    `aux` that `train()` returned), as `train()` gave it to `JsonlWriter`.
+    `MLFlowMetricWriter` needs `mlflow`, which Kauldron's package does not require, not
+    even in an extra: here, its first write fails, saying what to install.
+    """)
+    npz = contrib_train.NpzWriter(workdir=workdir / "npz", collection="train", save_scalars=True)
+    npz.write_step_metrics(step=20, aux=aux, schedules=trainer.schedules, log_summaries=True)
+    saved = np.load(workdir / "npz" / "array_dumps" / "train" / "000000020.npz")
+    print({name: round(float(saved[name]), 6) for name in saved})
+    try:
+        contrib_train.MLFlowMetricWriter(workdir=workdir / "mlflow", collection="train").write_scalars(0, {"x": 1.0})
+    except ImportError as e:
+        print(type(e).__name__, "|", str(e).strip().splitlines()[-1])
+    with lesson.checks():
+        lesson.check({name: float(saved[name]) for name in saved}
+                     == {tag: value for tag, value in in_file[20].items() if tag.startswith(("losses/", "metrics/"))},
+                     "NpzWriter(save_scalars=True) given step 20 saves JsonlWriter's losses and metrics of step 20, no more")
+        quiet = contrib_train.NpzWriter(workdir=workdir / "npz-quiet", collection="train", save_scalars=True)
+        quiet.write_step_metrics(step=5, aux=aux, schedules=trainer.schedules, log_summaries=False)
+        lesson.check(not (workdir / "npz-quiet" / "array_dumps").exists(),
+                     "given a step that logs no summaries, NpzWriter saves no .npz")
+        lesson.check_equal(trainer.log_summaries_every, 1000, "a Trainer's log_summaries_every by default")
+        refused = lesson.check_raises(
+            ModuleNotFoundError, lambda: contrib_train.MLFlowMetricWriter(workdir=workdir / "mlflow-check",
+                                                                          collection="train").write_scalars(0, {"x": 1.0}),
+            "MLFlowMetricWriter.write_scalars where mlflow is not installed")
+        lesson.check("pip install 'mlflow" in str(refused), f"it says: {str(refused).strip().splitlines()[-1]}")
+        lesson.check(not any(requirement.lower().startswith("mlflow") for requirement in kauldron_requirements()),
+                     "kauldron's package metadata requires no mlflow, not even in an extra")
+        lesson.summary = (f"{len(rows)} rows in train/metrics.jsonl (steps 0-20, every 5): TensorBoard's scalars, equal"
+                          " (timings as float32); contrib's 3 writers import once kauldron.contrib.train is imported")
+
+
+import contextlib  # noqa: E402 - what the helpers below use, apart from the page's imports
+
+
+def table(rows: list[dict]) -> dict[int, dict[str, float]]:
+    """{step: {tag: value}} of a JSON-lines file's rows."""
+    found: dict[int, dict[str, float]] = {}
+    for row in rows:
+        found.setdefault(row["step"], {})[row["tag"]] = row["value"]
+    return found
+
+
+def parameter_count(params) -> int:
+    import jax
+
+    return sum(int(np.size(leaf)) for leaf in jax.tree.leaves(params))
+
+
+def calls_made(use, workdir) -> list[tuple[str, list[str]]]:
+    """The writer methods that receive values, as `use(writer)` calls them on a
+    KDMetricWriter: (method, the names given), in order."""
+    import dataclasses
+
+    calls = []
+
+    @dataclasses.dataclass(frozen=True, eq=True, kw_only=True)
+    class Recording(kd.train.KDMetricWriter):
+        def write_scalars(self, step, scalars):
+            calls.append(("write_scalars", sorted(scalars)))
+
+        def write_summaries(self, step, values, metadata=None):
+            calls.append(("write_summaries", sorted(values)))
+
+        def write_texts(self, step, texts):
+            calls.append(("write_texts", sorted(texts)))
+
+        def write_images(self, step, images):
+            calls.append(("write_images", sorted(images)))
+
+    use(Recording(workdir=workdir / "recording", collection="recording"))
+    return calls
+
+
+def contrib_writers() -> list[str]:
+    """The public classes kauldron/contrib's source defines on one of Kauldron's writer classes."""
+    import ast
+    import pathlib
+
+    import kauldron.contrib
+
+    bases = {"WriterBase", "KDMetricWriter", "MetadataWriter", "NoopWriter"}
+    found = set()
+    for path in pathlib.Path(kauldron.contrib.__file__).parent.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (isinstance(node, ast.ClassDef) and not node.name.startswith("_")
+                    and any(ast.unparse(base).split(".")[-1] in bases for base in node.bases)):
+                found.add(node.name)
+    return sorted(found)
+
+
+def kauldron_requirements() -> list[str]:
+    """Every requirement of the installed kauldron's metadata, extras included."""
+    import importlib.metadata
+
+    return importlib.metadata.requires("kauldron") or []
+
+
+def contrib_readme() -> str:
+    import pathlib
+
+    import kauldron.contrib
+
+    return (pathlib.Path(kauldron.contrib.__file__).parent / "README.md").read_text()
+
+
+def run_afresh(name: str):
+    """A package's __init__.py run again into a new module object: what importing it
+    defines, whatever this process imported since."""
+    import importlib.util
+
+    spec = importlib.util.find_spec(name)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@contextlib.contextmanager
+def as_if_never_imported(name: str):
+    """This process as one that never imported the module `name` (a submodule): it and
+    its submodules leave sys.modules and their parent package, and come back after."""
+    import importlib
+    import sys
+
+    parent_name, _, child = name.rpartition(".")
+    parent = importlib.import_module(parent_name)
+    hidden = {key: module for key, module in sys.modules.items() if key == name or key.startswith(name + ".")}
+    attribute = parent.__dict__.pop(child, None)
+    for key in hidden:
+        del sys.modules[key]
+    try:
+        yield
+    finally:
+        sys.modules.update(hidden)
+        if attribute is not None:
+            setattr(parent, child, attribute)
