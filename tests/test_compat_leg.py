@@ -11,7 +11,7 @@ import pytest
 
 EXPECTED = os.environ.get("TUTORIAL_EXPECT_ETILS_PRNG")
 ARRAYSPEC_SECTIONS = ["digits", "ref", "ktyping", "trainer", "sweep", "guardrails", "checkpoint", "cli", "sharding", "data",
-                      "finetune", "randomness", "evals", "export", "nnx", "multihost"]
+                      "finetune", "randomness", "evals", "export", "nnx", "multihost", "grad-accum", "mixture", "writer"]
 # They fail in a command they run (`python -m ...`), and report its last error line.
 CHILD_PROCESS_SECTIONS = ["digits", "cli", "sharding", "evals", "multihost"]
 PRNG_ERROR = ("AttributeError", "module 'jax._src' has no attribute 'prng'")
