@@ -224,6 +224,17 @@ class Shell:
                 else:
                     self._foreground = proc
 
+    def fails_within(self, seconds: float) -> bool:
+        """Whether one of its processes exits with an error within `seconds` (polled; a
+        forked child's exit status reaches the warm-start server a moment after it)."""
+        deadline = time.monotonic() + seconds
+        while True:
+            if any(proc.poll() not in (None, 0) for proc in self._processes()):
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.05)
+
     def wait(self) -> "Shell":
         """Runs the command to its end, and what it left in the background. A process that
         fails stops the others at once; the return code is the first failure's, else 0."""

@@ -26,7 +26,7 @@ import traceback
 from typing import Any
 
 from harness import processes, program as lesson_format, runtime
-from harness.lesson import Lesson, LessonFailed, SkipSection
+from harness.lesson import CheckFailed, Lesson, LessonFailed, SkipSection
 from harness.registry import SectionInfo, section_file
 from harness.results import SectionResult
 
@@ -110,7 +110,16 @@ class _Teacher:
                 self.block = {"kind": block.kind, "line": block.line, "printed": ""}
                 self.steps[-1]["blocks"].append(self.block)
                 code = compile(ast.Module(body=block.statements, type_ignores=[]), str(source.path), "exec")
-                exec(code, namespace)  # noqa: S102 - the lesson's own code, as a notebook runs a cell
+                try:
+                    exec(code, namespace)  # noqa: S102 - the lesson's own code, as a notebook runs a cell
+                except CheckFailed:
+                    # A check may fail only because a command of its step, in the background,
+                    # died meanwhile (a killed peer): the command's failure is then the cause.
+                    failed = next((entry for entry in self.background if entry[3] and entry[0].fails_within(2.0)), None)
+                    if failed:
+                        self.background.remove(failed)
+                        self._finish(*failed)  # raises LessonFailed, naming the command
+                    raise
             self.block = None
             self._finish_background()
 

@@ -85,10 +85,14 @@ def fake(lesson: Lesson, workdir):
 
 @pytest.fixture
 def fake_section(tmp_path, monkeypatch):
+    yield from installed(FAKE, tmp_path, monkeypatch)
+
+
+def installed(source: str, tmp_path, monkeypatch):
     """A lesson in a package of its own, as the runner finds one (harness/program.py)."""
     package = tmp_path / "fake_lessons"
     package.mkdir()
-    (package / "s99_fake.py").write_text(textwrap.dedent(FAKE))
+    (package / "s99_fake.py").write_text(textwrap.dedent(source))
     monkeypatch.setattr(program, "ROOT", tmp_path)
     monkeypatch.syspath_prepend(str(tmp_path))
     yield SectionInfo(99, "fake", "A fake lesson", "nothing", "glue", False, "fake_lessons.s99_fake")
@@ -137,3 +141,39 @@ def test_a_check_made_to_fail_in_a_real_section_shows_in_the_json(monkeypatch, t
     assert "-> FAILED (" in out and f'1 failed): in step "{heading}"' in out
     assert f"✘ FAILED: {failed['claim']}" in out
     assert "0 passed, 1 failed, 0 skipped;" in out
+
+
+KILLED_MEANWHILE = '''
+"""A lesson whose background command is killed while its step's checks run."""
+
+from harness import Lesson, section
+
+
+@section(99, "fake", "A fake lesson", shows="nothing", part="glue")
+def fake(lesson: Lesson, workdir):
+    lesson.md("""
+    ## One
+
+    Why this step matters, in a sentence.
+    """)
+    lesson.shell("python -c 'import os, signal; os.kill(os.getpid(), signal.SIGKILL)'", background=True)
+    with lesson.checks():
+        import time
+
+        time.sleep(0.5)  # the command dies meanwhile
+        lesson.check(False, "what the command, alive, would have made true")
+'''
+
+
+@pytest.fixture
+def killed_meanwhile(tmp_path, monkeypatch):
+    yield from installed(KILLED_MEANWHILE, tmp_path, monkeypatch)
+
+
+@pytest.mark.slow  # starts a process
+def test_a_check_failing_because_a_background_command_died_reports_the_death(killed_meanwhile, tmp_path):
+    """As section 18's check of its job's port does when a process of the job is killed."""
+    result = teaching.run(killed_meanwhile, tmp_path / "runs" / "99-fake")
+    assert result.status == "failed" and result.error["type"] == "LessonFailed"
+    assert result.error["message"].startswith("`python -c 'import os, signal; os.kill(os.getpid(), signal.SIGKILL)'`"
+                                              " exited -9 (SIGKILL)")
