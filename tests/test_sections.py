@@ -76,8 +76,11 @@ def full_run(chosen, tmp_path_factory):
         with concurrent.futures.ThreadPoolExecutor(KERNELS_AT_ONCE) as pool:
             # The long ones first (as the run starts them), so that none ends the fixture alone.
             in_order = sorted(chosen, key=lambda info: not info.start_early)
+            # Built here, one after another: Python 3.11's ast.parse is not thread-safe
+            # ("SystemError: AST constructor recursion depth mismatch", seen in CI).
+            programs = [(info, notebooks.build([info])) for info in in_order]
             executed = dict(zip([info.slug for info in in_order],
-                                pool.map(lambda info: run_page_program(info, folders, env), in_order)))
+                                pool.map(lambda program: run_page_program(*program, folders, env), programs)))
         log = run.communicate(timeout=2400)[0]
     finally:
         if run.poll() is None:
@@ -87,14 +90,15 @@ def full_run(chosen, tmp_path_factory):
     return report, log, folders, executed
 
 
-def run_page_program(info: registry.SectionInfo, folders: dict, env: dict) -> nbformat.NotebookNode:
+def run_page_program(info: registry.SectionInfo, notebook: nbformat.NotebookNode, folders: dict,
+                     env: dict) -> nbformat.NotebookNode:
     """The section's notebook, run in a fresh kernel at the repository root; it shares JAX's
     compilation cache with the run."""
     cache = folders["cache-home"] / "kauldron-tutorial" / "jax"
     env = dict(env, JAX_COMPILATION_CACHE_DIR=str(cache), JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
                JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES="-1")
     own = folders["kernels"] / registry.file_stem(info.number, info.slug)
-    return run_in_a_kernel(notebooks.build([info]), ROOT, env, own)
+    return run_in_a_kernel(notebook, ROOT, env, own)
 
 
 @pytest.fixture(scope="module")
