@@ -115,10 +115,11 @@ class _Teacher:
                 except CheckFailed:
                     # A check may fail only because a command of its step, in the background,
                     # died meanwhile (a killed peer): the command's failure is then the cause.
-                    failed = next((entry for entry in self.background if entry[3] and entry[0].fails_within(2.0)), None)
-                    if failed:
-                        self.background.remove(failed)
-                        self._finish(*failed)  # raises LessonFailed, naming the command
+                    for entry in self.background:
+                        running, _, _, check = entry
+                        if check and running.fails_within(2.0):
+                            self.background.remove(entry)
+                            self._finish(*entry)  # raises LessonFailed, naming the command
                     raise
             self.block = None
             self._finish_background()
