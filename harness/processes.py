@@ -11,19 +11,17 @@ are run here (`&`: in the background, until `wait`), and so are this environment
 scripts (`tensorboard ...`, through their entry point); anything else goes to bash.
 
 A `python -m` child spends about 8 CPU seconds importing jax, Kauldron and TensorFlow
-before it does anything. When a chosen lesson `starts_processes`, the runner starts one
-warm-start server that imports all that once (`harness.warm_imports`), and each such child
-is forked from it: it sets the command's environment, directory and output, and runs the
-module as `python -m` does (compat/run.py's `run_module`, the one shim), then exits as
-Python does.
+before it does anything. Warm processes come from one place: multiprocessing's forkserver,
+which imports all that once (`harness.warm_imports`) and forks from there. It forks the
+runner's --jobs workers (`warm_context()`) and, when a chosen lesson `starts_processes`,
+one warm-start server (`server()`), which forks each such child: it sets the command's
+environment, directory and output, runs the module as `python -m` does (compat/run.py's
+`run_module`, the one shim), and ends as a Python program ends.
 Importing starts no jax backend, so forking after it is safe, and a child's `XLA_FLAGS`
 or `jax.distributed.initialize()` still act before its backend starts. Without a server,
 or with KAULDRON_TUTORIAL_WARM_START=0 (to rule warm start out when narrowing a failure
 down; `tutorial.py --no-warm-start` sets it), children are started with
 `subprocess.Popen`, and lessons cannot tell.
-
-    python -m harness.processes SOCKET   # the server: the runner starts it; it ends
-                                         # when its standard input closes
 
 A child joins the process group of the worker that asked for it, so stopping a worker
 stops its children too. A Ctrl-C is raised as KeyboardInterrupt wherever Python happens
@@ -352,30 +350,60 @@ def is_loopback(address: str) -> bool:
     return ipaddress.ip_address(ipv4_if_mapped(address)).is_loopback
 
 
-# -- the warm-start server -----------------------------------------------------------
+# -- warm processes: the forkserver, and the warm-start server it forks ---------------
+
+
+def warm_context():
+    """The multiprocessing context whose processes start with `harness.warm_imports`
+    done: the forkserver's (Linux and macOS). Its server imports once and forks each
+    process from there: the --jobs workers, and the warm-start server."""
+    import multiprocessing
+
+    # The server starts in this process's working directory, and (up to Python 3.13 at
+    # least) without this process's sys.path: from elsewhere than the repository, it could
+    # not import harness.warm_imports, and silently skipped it.
+    paths = [path for path in os.environ.get("PYTHONPATH", "").split(os.pathsep) if path]
+    if str(ROOT) not in paths:
+        os.environ["PYTHONPATH"] = os.pathsep.join([str(ROOT), *paths])
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["__main__", "harness.warm_imports"])
+    return context
 
 
 @contextlib.contextmanager
 def server():
-    """Runs a server for the block and yields its address (for the workers' ADDRESS_ENV),
-    or None when warm start is turned off or the server could not start."""
-    if os.environ.get(ADDRESS_ENV) == "0":
+    """Runs a warm-start server for the block and yields its address (for the workers'
+    ADDRESS_ENV), or None when warm start is turned off or forking is not available.
+
+    The server is forked by the forkserver, like the --jobs workers, so it costs no
+    imports of its own. Its socket listens from the start: a worker may ask before the
+    forkserver has imported, and then waits."""
+    import multiprocessing
+
+    if os.environ.get(ADDRESS_ENV) == "0" or "forkserver" not in multiprocessing.get_all_start_methods():
         yield None
         return
+    context = warm_context()
     with tempfile.TemporaryDirectory(prefix="kauldron-tutorial-") as directory:  # short: a socket path is
         address = str(pathlib.Path(directory, "warm-start"))                     # at most 107 bytes
-        proc = subprocess.Popen([sys.executable, "-m", "harness.processes", address], stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+        listener = socket.socket(socket.AF_UNIX)
+        listener.bind(address)
+        listener.listen(16)
+        here, there = context.Pipe()  # the server ends when `here` closes: at the block's end, or if this process dies
+        proc = context.Process(target=serve, args=(listener, there), name="warm-start server", daemon=False)
         try:
-            # It says when it listens (before its imports); if it died, children start as usual.
-            yield address if proc.stdout.readline() else None
+            proc.start()
+        finally:  # the server holds its own copies (so a server that is gone refuses connections)
+            listener.close()
+            there.close()
+        try:
+            yield address
         finally:
-            proc.stdin.close()  # the server's cue to end
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
+            here.close()
+            proc.join(timeout=10)
+            if proc.exitcode is None:
                 proc.kill()
-                proc.wait()
+                proc.join()
 
 
 def turn_warm_start_off() -> None:
@@ -420,7 +448,11 @@ class WarmChild:
         request = {"command": command, "cwd": str(cwd), "env": env, "output": str(output), "append": append,
                    "pgid": os.getpgrp()}
         self._connection.sendall(json.dumps(request).encode() + b"\n")
-        self.pid = int(self._line(timeout=None))  # waits while the server still imports
+        pid = self._line(timeout=None)  # waits while the forkserver still imports
+        if not pid:  # the server is gone: the caller starts the command as usual
+            self._connection.close()
+            raise ConnectionError("the warm-start server is gone")
+        self.pid = int(pid)
 
     def poll(self) -> int | None:
         if self.returncode is None:
@@ -455,28 +487,24 @@ class WarmChild:
         return line.decode()
 
 
-def serve(address: str) -> None:
-    """Listens first (a worker may ask before the imports are done: it then waits), imports,
-    then forks a child for each request until standard input closes."""
+def serve(listener: socket.socket, runner) -> None:
+    """The warm-start server: forks a child for each request on `listener`, until the
+    runner closes its end of the connection `runner` (or is gone)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C is the runner's to handle
     server_pid = os.getpid()
-    listener = socket.socket(socket.AF_UNIX)
-    listener.bind(address)
-    listener.listen(16)
-    print("listening", flush=True)
-    import harness.warm_imports  # noqa: F401
+    import harness.warm_imports  # noqa: F401 - the forkserver imported it already: nothing to do
 
     # The imports leave threads of C libraries behind (jemalloc's background thread among
-    # them), no Python thread and no jax backend: the state multiprocessing's forkserver
-    # forks the --jobs workers in. Python 3.12 warns about any fork with threads.
+    # them), no Python thread and no jax backend: the state the forkserver forks the --jobs
+    # workers in. Python 3.12 warns about any fork with threads.
     warnings.filterwarnings("ignore", "This process .* is multi-threaded", DeprecationWarning)
 
     waiting: dict[int, socket.socket] = {}  # child pid -> the connection that asked for it
     try:
         while True:
-            readable = select.select([listener, sys.stdin], [], [], 0.1)[0]
-            if sys.stdin in readable and not os.read(sys.stdin.fileno(), 1):
-                return  # the runner is done, or gone
+            readable = select.select([listener, runner], [], [], 0.1)[0]
+            if runner in readable:
+                return  # the runner is done, or gone (it never sends: readable means closed)
             if listener in readable:
                 connection, _ = listener.accept()
                 request = json.loads(connection.makefile().readline())
@@ -485,6 +513,7 @@ def serve(address: str) -> None:
                 if pid == 0:  # the child keeps no copy of the server's sockets
                     for kept in (listener, connection, *waiting.values()):
                         kept.close()
+                    runner.close()
                     os.close(ready)
                     _become(request, set_up)  # never returns
                 os.close(set_up)
@@ -536,9 +565,35 @@ def _become(request: dict, set_up: int) -> None:
     from compat.run import run_module
 
     module, *args = request["command"][2:]
-    run_module(module, args)
-    sys.exit(0)  # as the end of `python -m MODULE`; a SystemExit raised by MODULE passes through
+    _end_as_a_program(lambda: run_module(module, args))
 
 
-if __name__ == "__main__":
-    serve(sys.argv[1])
+def _end_as_a_program(main) -> None:
+    """Runs `main`, then ends this process as the interpreter ends `python -m MODULE`: an
+    uncaught exception printed (exit status 1), a SystemExit's code as the status, the
+    program's threads waited for, its atexit functions run, its output flushed. A forked
+    process must do it itself: it would return into the code that forked it (here
+    multiprocessing's, which ends its processes with os._exit and runs no atexit function)."""
+    import atexit
+
+    try:
+        main()
+        code = 0
+    except SystemExit as exit:
+        if exit.code is None or isinstance(exit.code, int):
+            code = exit.code or 0
+        else:
+            print(exit.code, file=sys.stderr)
+            code = 1
+    except BaseException as error:  # noqa: BLE001 - as the interpreter does with what reaches it
+        sys.excepthook(*sys.exc_info())
+        code = -signal.SIGINT if isinstance(error, KeyboardInterrupt) else 1
+    threading._shutdown()  # noqa: SLF001 - the interpreter's own step at exit; it has no public name
+    atexit._run_exitfuncs()  # noqa: SLF001 - likewise
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    if code == -signal.SIGINT:  # the interpreter ends by the signal, so the parent sees it
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
+    os._exit(code)

@@ -1,7 +1,8 @@
-"""What every training lesson and its child processes import, imported once by the servers
-that fork them: the warm-start server (harness/processes.py) and the --jobs forkserver
-(runner/). Each process forked from them starts with it instead of paying about 8 CPU
-seconds of its own. Importing starts no jax backend, so forking after it is safe."""
+"""What every training lesson and its child processes import, imported once by the process
+that forks them all: multiprocessing's forkserver (harness/processes.py's `warm_context`),
+which forks the --jobs workers and the warm-start server, which forks the lessons'
+children. Each starts with it instead of paying about 8 CPU seconds of its own.
+Importing starts no jax backend, so forking after it is safe."""
 
 import gc
 

@@ -29,9 +29,6 @@ from runner.interrupts import CtrlC
 from runner.status import Status
 
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]  # the repository
-
-
 class Runner:
     """`banner(info)`: the line printed above a section's output (the runner prints what a
     worker's section printed under it, in order)."""
@@ -52,9 +49,9 @@ class Runner:
         `jobs=1`, before the first section is printed; `show_result` each result in order."""
         results: list[SectionResult] = []
         running: set[str] = set()  # the sections running when an interrupt came
-        # Lessons that start Python processes get them from a server that has imported
-        # what they need, started now, beside this process's own imports or the workers'.
-        warm = any(info.starts_processes for info in chosen) and "fork" in multiprocessing.get_all_start_methods()
+        # Lessons that start Python processes get them from a server forked, as the
+        # workers are, by the forkserver that has imported what they need.
+        warm = any(info.starts_processes for info in chosen)
         try:
             with processes.server() if warm else contextlib.nullcontext() as self.warm_start:
                 if self.jobs == 1:
@@ -151,21 +148,13 @@ def start_order(chosen: list[registry.SectionInfo], seconds: dict[str, float]) -
 
 
 def worker_context(chosen: list[registry.SectionInfo]):
-    """Workers forked from a server that has imported what training lessons need
+    """Workers forked from the forkserver that has imported what training lessons need
     (harness/warm_imports.py), when one is chosen. Never forked from this process: it
     may have started jax, which is multithreaded. Else spawned: light lessons import
     little."""
     if not any(info.trains for info in chosen) or "forkserver" not in multiprocessing.get_all_start_methods():
         return multiprocessing.get_context("spawn")
-    # The server starts in this process's working directory, and (up to Python 3.13 at
-    # least) without this process's sys.path: from elsewhere than the repository, it could
-    # not import harness.warm_imports, and silently skipped it.
-    paths = [path for path in os.environ.get("PYTHONPATH", "").split(os.pathsep) if path]
-    if str(ROOT) not in paths:
-        os.environ["PYTHONPATH"] = os.pathsep.join([str(ROOT), *paths])
-    context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["__main__", "harness.warm_imports"])
-    return context
+    return processes.warm_context()
 
 
 def start_worker(no_compat: bool, cache: pathlib.Path | None, workdir: pathlib.Path, warm: str | None) -> None:
