@@ -25,7 +25,7 @@ def get_config():
     cfg = kd.train.Trainer()
     cfg.seed = 0
     cfg.aux = {"data_dir": None}
-    cfg.train_ds = _digits("train", cfg.ref.aux.data_dir, shuffle=True, num_epochs=None, batch_size=64)
+    cfg.train_ds = _digits("train", cfg.ref.aux.data_dir, shuffle=True, num_epochs=None, batch_size=32)
     cfg.model = digits.DigitsMLP(image="batch.image", hidden=128)
     cfg.num_train_steps = 200
     cfg.train_losses = {"xent": kd.losses.SoftmaxCrossEntropyWithIntLabels(logits="preds.logits", labels="batch.label")}

@@ -80,7 +80,7 @@ def digits_end_to_end(lesson: Lesson, workdir):
     ## The same config, resolved in Python
 
     A config is data until it is resolved (section 1). Resolved here, it builds the same
-    pipeline and model, without training: a batch is 64 images of 8x8x1 floats and 64
+    pipeline and model, without training: a batch is 32 images of 8x8x1 floats and 32
     labels, each with its trailing axis, and `state_specs` gives the parameters' shapes,
     computed from the first batch's, without computing anything.
     """)
@@ -93,7 +93,7 @@ def digits_end_to_end(lesson: Lesson, workdir):
         spec = trainer.train_ds.element_spec
         params = jax.tree.map(lambda leaf: leaf.shape, trainer.state_specs.params)
         lesson.check_equal({key: tuple(value.shape) for key, value in spec.items()},
-                           {"image": (64, 8, 8, 1), "label": (64, 1)}, "a batch of 64: images 8x8x1, labels with a trailing axis")
+                           {"image": (32, 8, 8, 1), "label": (32, 1)}, "a batch of 32: images 8x8x1, labels with a trailing axis")
         lesson.check_equal((params["hidden"]["kernel"], params["logits"]["kernel"]), ((64, 128), (128, 10)),
                            "the kernels: 64 pixels to 128 hidden units, to 10 logits")
 

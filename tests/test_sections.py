@@ -233,7 +233,7 @@ def test_a_kept_workdir_run_again_starts_each_section_afresh_saying_so(full_run,
 # it was, tolerance); a tolerance of None means exactly.
 
 GOLDEN = {
-    "digits": [("test_accuracy.200", 0.9833, 0.01)],
+    "digits": [("test_accuracy.200", 0.9694, 0.01)],
     "konfig": [("qualname", "optax:adam", None)],
     "ref": [("lr_at_step_180.reference", 1.045e-04, 1e-6), ("lr_at_step_180.copy", 9.81e-04, 1e-5),
             ("optimizer_lr_last_update", 1e-05, 1e-9)],
@@ -241,9 +241,9 @@ GOLDEN = {
     "loss-metric": [("losses.LogCosh", 0.574136, 1e-6), ("masked_logcosh", 0.379114, 1e-6),
                     ("losses.kd\\.losses\\.L2", 1.871867, 1e-6), ("merged_ratio", 0.4375, None)],
     "trainer": [("logcosh.0", 1.5107, 1e-4), ("logcosh.50", 0.0416, 1e-3), ("enc_norm_last_step", 6.112, 2e-2)],
-    "sweep": [("final_logcosh.(baseline)", 0.0082, 2e-4), ("final_logcosh.model\\.hidden=128", 0.0041, 2e-4),
-              ("final_logcosh.optimizer\\.learning_rate=0\\.1", 0.0099, 2e-4),
-              ("final_logcosh.optimizer=optax\\.sgd(0\\.05)", 0.0393, 2e-4)],
+    "sweep": [("final_logcosh.(baseline)", 0.0416, 2e-4), ("final_logcosh.model\\.hidden=128", 0.0294, 2e-4),
+              ("final_logcosh.optimizer\\.learning_rate=0\\.1", 0.0473, 2e-4),
+              ("final_logcosh.optimizer=optax\\.sgd(0\\.05)", 0.4293, 2e-4)],
     "checkpoint": [("eval_within_tol_at_0.all_rows", 13 / 128, None), ("eval_within_tol_at_0.remainder_dropped", 12 / 96, None),
                    ("max_param_difference_after_resume.InMemoryPipeline", 0.057, 0.006)],
     "sharding": [("fsdp_shards.['enc']['kernel']", [16, 4], None)],
