@@ -55,6 +55,8 @@ class Runner:
         try:
             with processes.server() if warm else contextlib.nullcontext() as self.warm_start:
                 if self.jobs == 1:
+                    if any(info.trains for info in chosen):  # as the forkserver does: see warm_imports
+                        import harness.warm_imports  # noqa: F401
                     show_environment(None)
                     with processes.used_here(self.warm_start):
                         self._in_this_process(chosen, show_result, results, running)
