@@ -91,8 +91,7 @@ def ctrl_c_held():
             signal.raise_signal(signal.SIGINT)  # handled now by whoever handled it before
 
 
-def start(command: list[str], env: dict[str, str], output: pathlib.Path, *, append: bool = False,
-          cwd: pathlib.Path = ROOT):
+def start(command: list[str], env: dict[str, str], output: pathlib.Path, *, cwd: pathlib.Path = ROOT):
     """Starts `command`, its stdout and stderr to `output`: forked by the warm-start server
     when there is one and the command is `python -m ...`, else a Popen. Either way it has
     `pid`, `poll`, `wait`, `kill` and `returncode`. Call it under `ctrl_c_held()`, and put
@@ -103,8 +102,8 @@ def start(command: list[str], env: dict[str, str], output: pathlib.Path, *, appe
     is_python_m = command[0] == sys.executable and command[1:2] == ["-m"] and "-c" not in command[2:4]
     if address and address != "0" and is_python_m:
         with contextlib.suppress(ConnectionError, FileNotFoundError):  # no server there: a Popen
-            return WarmChild(address, command, cwd, env, output, append)
-    with open(output, "a" if append else "w") as out:  # the child keeps its own copy
+            return WarmChild(address, command, cwd, env, output)
+    with open(output, "w") as out:  # the child keeps its own copy
         return subprocess.Popen(command, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL)
 
@@ -163,7 +162,9 @@ def parse_shell(command: str, env: dict[str, str]) -> list[ShellLine | None] | N
 
 class Shell:
     """A lesson's shell command, running: started by `__init__`, waited for by `wait`.
-    Every process it starts writes to one log, as they would to one terminal."""
+    Each process it starts writes to a log of its own: two processes failing at once into
+    one file mix their lines mid-line, as on a terminal, and the line that says why would
+    be lost. `output` is the logs one after another, in the order the processes started."""
 
     def __init__(self, command: str, workdir: pathlib.Path, timeout: float = 900):
         self.command, self.timeout = command, timeout
@@ -171,7 +172,7 @@ class Shell:
         self.output = ""
         self.started = time.monotonic()
         self.seconds = 0.0
-        self._log = pathlib.Path(tempfile.mkstemp(prefix="shell-", suffix=".log")[1])
+        self._logs: dict[int, pathlib.Path] = {}  # a process's pid -> its log, in the order they started
         self._env = shell_environment(workdir)
         self._lines = parse_shell(command, self._env)
         self._next = 0  # the next line to start
@@ -179,14 +180,17 @@ class Shell:
         self._background: list = []  # started with `&`, not yet waited for
         self._typed: dict[int, str] = {}  # a process's pid -> the line that started it
         self._failed = self.first_line  # the line whose process failed
+        self._failed_pid: int | None = None
+        self._failed_output = ""  # what that process printed
         try:
             with ctrl_c_held():
                 if self._lines is None:  # bash runs it all
                     self._lines = []
-                    self._foreground = start(["bash", "-c", command], self._env, self._log)
+                    self._foreground = self._start(["bash", "-c", command], self._env)
             self._advance()
         except BaseException:
             self.kill()
+            self._collect_output()
             raise
 
     @property
@@ -214,7 +218,7 @@ class Shell:
         while self._foreground is None and self._next < len(self._lines) and self._lines[self._next] is not None:
             line = self._lines[self._next]
             with ctrl_c_held():  # the process is in self's hands before a Ctrl-C can stop this
-                proc = start(self._argv(line), {**self._env, **line.env}, self._log, append=True)
+                proc = self._start(self._argv(line), {**self._env, **line.env})
                 self._typed[proc.pid] = line.text
                 self._next += 1
                 if line.background:
@@ -247,6 +251,7 @@ class Shell:
                     failed.sort(key=lambda found: found[1] >= 0)
                     self.returncode = failed[0][1]
                     self._failed = self._typed.get(failed[0][0].pid, self.first_line)
+                    self._failed_pid = failed[0][0].pid
                     break
                 if self._foreground is not None and self._foreground.returncode is not None:
                     self._foreground = None
@@ -264,9 +269,29 @@ class Shell:
         finally:
             self.kill()
             self.seconds = time.monotonic() - self.started
-            self.output = self._log.read_text(errors="replace")
-            self._log.unlink(missing_ok=True)
+            self._collect_output()
         return self
+
+    def _start(self, argv: list[str], env: dict[str, str]):
+        """Starts one process of the command, its output to a log of its own."""
+        log = pathlib.Path(tempfile.mkstemp(prefix="shell-", suffix=".log")[1])
+        try:
+            proc = start(argv, env, log)
+        except BaseException:
+            log.unlink(missing_ok=True)
+            raise
+        self._logs[proc.pid] = log
+        return proc
+
+    def _collect_output(self) -> None:
+        """Reads the processes' logs into `output` (and the failed one's apart), and removes them."""
+        outputs = {}
+        for pid, log in self._logs.items():
+            outputs[pid] = log.read_text(errors="replace") if log.exists() else ""
+            log.unlink(missing_ok=True)
+        self._logs = {}
+        self.output = "".join(outputs.values())
+        self._failed_output = outputs.get(self._failed_pid, self.output)
 
     def kill(self) -> None:
         """Stops whatever still runs: all killed first, then waited for, so they go together."""
@@ -284,7 +309,7 @@ class Shell:
         """Why it failed, in one line: the command, its exit status, its last line."""
         code = self.returncode
         signal_name = f" ({signal.Signals(-code).name})" if code < 0 else ""
-        return f"`{self._failed}` exited {code}{signal_name}: {last_line(self.output)}"
+        return f"`{self._failed}` exited {code}{signal_name}: {last_line(self._failed_output)}"
 
 
 def _console_script(name: str) -> bool:
@@ -441,11 +466,11 @@ class WarmChild:
     connection when it forks it, and its exit status when it ends."""
 
     def __init__(self, address: str, command: list[str], cwd: pathlib.Path, env: dict[str, str],
-                 output: pathlib.Path, append: bool):
+                 output: pathlib.Path):
         self.args, self.returncode, self._received = command, None, b""
         self._connection = socket.socket(socket.AF_UNIX)
         self._connection.connect(address)
-        request = {"command": command, "cwd": str(cwd), "env": env, "output": str(output), "append": append,
+        request = {"command": command, "cwd": str(cwd), "env": env, "output": str(output),
                    "pgid": os.getpgrp()}
         self._connection.sendall(json.dumps(request).encode() + b"\n")
         pid = self._line(timeout=None)  # waits while the forkserver still imports
@@ -557,7 +582,7 @@ def _become(request: dict, set_up: int) -> None:
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
-    flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if request["append"] else os.O_TRUNC)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
     output = os.open(request["output"], flags, 0o644)
     stdin = os.open(os.devnull, os.O_RDONLY)
     for source, target in ((stdin, 0), (output, 1), (output, 2)):

@@ -125,6 +125,10 @@ def test_a_shell_block_runs_as_bash_would_its_processes_warm_and_a_failure_in_on
                                   "python -m no_such_module &\nwait", tmp_path).wait()
         assert failing.returncode == 1 and time.monotonic() - started < 30  # the sleeper was stopped
         assert failing.failure() == f"`python -m no_such_module` exited 1: {sys.executable}: No module named no_such_module"
+        # The reason is the failed process's own last line, whatever its peers printed meanwhile.
+        mixed = processes.Shell("python -c \"import sys, time; print('half a line', end='', flush=True); time.sleep(60)\" &\n"
+                                "python -c \"import sys, time; time.sleep(1); sys.exit('the reason')\" &\nwait", tmp_path).wait()
+        assert mixed.failure().endswith("exited 1: the reason") and mixed.output.startswith("half a line")
 
 
 class Terminal(io.StringIO):
