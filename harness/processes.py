@@ -381,7 +381,9 @@ def is_loopback(address: str) -> bool:
 def warm_context():
     """The multiprocessing context whose processes start with `harness.warm_imports`
     done: the forkserver's (Linux and macOS). Its server imports once and forks each
-    process from there: the --jobs workers, and the warm-start server."""
+    process from there: the --jobs workers, and the warm-start server. It imports the
+    main module too, so that a worker need not: a program that starts warm processes
+    keeps its own work under `if __name__ == "__main__":`, as multiprocessing asks."""
     import multiprocessing
 
     # The server starts in this process's working directory, and (up to Python 3.13 at
