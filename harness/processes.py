@@ -603,9 +603,9 @@ def _end_as_a_program(main) -> None:
     multiprocessing's, which ends its processes with os._exit and runs no atexit function)."""
     import atexit
 
+    code, interrupted = 0, False
     try:
         main()
-        code = 0
     except SystemExit as exit:
         if exit.code is None or isinstance(exit.code, int):
             code = exit.code or 0
@@ -614,13 +614,13 @@ def _end_as_a_program(main) -> None:
             code = 1
     except BaseException as error:  # noqa: BLE001 - as the interpreter does with what reaches it
         sys.excepthook(*sys.exc_info())
-        code = -signal.SIGINT if isinstance(error, KeyboardInterrupt) else 1
+        code, interrupted = 1, isinstance(error, KeyboardInterrupt)
     threading._shutdown()  # noqa: SLF001 - the interpreter's own step at exit; it has no public name
     atexit._run_exitfuncs()  # noqa: SLF001 - likewise
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             stream.flush()
-    if code == -signal.SIGINT:  # the interpreter ends by the signal, so the parent sees it
+    if interrupted:  # the interpreter ends by the signal, so the parent sees it
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         os.kill(os.getpid(), signal.SIGINT)
     os._exit(code)
