@@ -468,12 +468,14 @@ class WarmChild:
     connection when it forks it, and its exit status when it ends."""
 
     def __init__(self, address: str, command: list[str], cwd: pathlib.Path, env: dict[str, str],
-                 output: pathlib.Path):
+                 output: pathlib.Path, pgid: int | None = None):
+        """`pgid`: the process group the child joins; this process's by default, 0 for a
+        group of its own (a process group of another session cannot be joined)."""
         self.args, self.returncode, self._received = command, None, b""
         self._connection = socket.socket(socket.AF_UNIX)
         self._connection.connect(address)
         request = {"command": command, "cwd": str(cwd), "env": env, "output": str(output),
-                   "pgid": os.getpgrp()}
+                   "pgid": os.getpgrp() if pgid is None else pgid}
         self._connection.sendall(json.dumps(request).encode() + b"\n")
         pid = self._line(timeout=None)  # waits while the forkserver still imports
         if not pid:  # the server is gone: the caller starts the command as usual
@@ -584,6 +586,7 @@ def _become(request: dict, set_up: int) -> None:
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
+    tempfile.tempdir = None  # read from TMPDIR again, as a new process does: the server's imports set it
     flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
     output = os.open(request["output"], flags, 0o644)
     stdin = os.open(os.devnull, os.O_RDONLY)
