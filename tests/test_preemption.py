@@ -1,7 +1,7 @@
 """Preemption: a real SIGKILL in the middle of training, then the same command again.
 
-The job is the suite's preemptible configuration (PyGrain data, a checkpoint every 100
-steps), started as a user would start it. Orbax commits a checkpoint by renaming its
+The job is the suite's preemptible configuration (PyGrain data), shortened on the command
+line to 400 steps with a checkpoint every 50, started as a user would start it. Orbax commits a checkpoint by renaming its
 temporary directory, so a checkpoint killed half-written is never loaded.
 """
 
@@ -20,13 +20,13 @@ pytestmark = pytest.mark.slow  # kauldron.main, killed and run again
 
 QUIET = dict(os.environ, TQDM_DISABLE="1", TF_CPP_MIN_LOG_LEVEL="3")
 
-PREEMPTIBLE_STEPS = 1000  # configs/preemptible.py: a checkpoint every 100 steps
+STEPS, EVERY = 400, 50  # configs/preemptible.py's 1000 and 100, shortened: the same job, less of it
 
 
 def training_command(workdir: pathlib.Path) -> list[str]:
     """The suite's preemptible job, as a user starts it (compat applied, for broken legs)."""
-    return [sys.executable, "-m", "compat.run", "kauldron.main",
-            "--cfg=configs/preemptible.py", f"--cfg.workdir={workdir}"]
+    return [sys.executable, "-m", "compat.run", "kauldron.main", "--cfg=configs/preemptible.py",
+            f"--cfg.workdir={workdir}", f"--cfg.num_train_steps={STEPS}", f"--cfg.checkpointer.save_interval_steps={EVERY}"]
 
 
 def committed_steps(workdir: pathlib.Path) -> list[int]:
@@ -82,7 +82,7 @@ def final_checkpoint(workdir: pathlib.Path) -> dict:
     import numpy as np
     import orbax.checkpoint as ocp
 
-    tree = ocp.StandardCheckpointer().restore(workdir / "checkpoints" / f"ckpt_{PREEMPTIBLE_STEPS}" / "default")
+    tree = ocp.StandardCheckpointer().restore(workdir / "checkpoints" / f"ckpt_{STEPS}" / "default")
     return {jax.tree_util.keystr(path): np.asarray(leaf)
             for path, leaf in jax.tree_util.tree_leaves_with_path(tree)}
 
@@ -104,20 +104,21 @@ def test_killed_while_writing_a_checkpoint_then_after_one_it_resumes_each_time_a
         tmp_path, uninterrupted):
     """Two preemptions of one job, then the same command to the end."""
     workdir = tmp_path / "job"
-    # 1. While ckpt_200 or a later one is being written, so that an earlier one (100) is committed.
-    assert kill_when(workdir, lambda wd: any(not n.startswith(("ckpt_0.", "ckpt_100.")) for n in being_written(wd))) == 0
+    # 1. While the third checkpoint or a later one is being written, so that an earlier one
+    # (after the first EVERY steps) is committed.
+    assert kill_when(workdir, lambda wd: any(not n.startswith(("ckpt_0.", f"ckpt_{EVERY}.")) for n in being_written(wd))) == 0
     half_written = being_written(workdir)
     first = max(committed_steps(workdir))
     assert half_written and all(int(n.split(".")[0][5:]) > first for n in half_written)
 
-    # 2. Again, just after a checkpoint 200 steps on is committed: it had resumed at `first`;
-    # Orbax ignored the half-written one.
-    assert kill_when(workdir, lambda wd: max(committed_steps(wd), default=0) >= first + 200) == first
+    # 2. Again, just after a checkpoint two intervals on is committed: it had resumed at
+    # `first`; Orbax ignored the half-written one.
+    assert kill_when(workdir, lambda wd: max(committed_steps(wd), default=0) >= first + 2 * EVERY) == first
     second = max(committed_steps(workdir))
-    assert first + 200 <= second < PREEMPTIBLE_STEPS, "killed after a checkpoint, before the end"
+    assert first + 2 * EVERY <= second < STEPS, "killed after a checkpoint, before the end"
 
     # 3. The same command once more: it resumes at the last checkpoint, not at 0, and ends
     # where an uninterrupted run ends, bit for bit.
     assert run_to_the_end(workdir) == second
-    assert max(committed_steps(workdir)) == PREEMPTIBLE_STEPS and not being_written(workdir)
+    assert max(committed_steps(workdir)) == STEPS and not being_written(workdir)
     assert_bit_identical(final_checkpoint(workdir), uninterrupted)
