@@ -60,23 +60,51 @@ def page_cells(page: str) -> list[Cell]:
     return cells
 
 
-def run_in_a_kernel(notebook, root: pathlib.Path, env: dict, own: pathlib.Path):
+def run_in_a_kernel(notebook, root: pathlib.Path, env: dict, own: pathlib.Path, warm: str | None = None):
     """Runs a notebook in a fresh kernel started at `root`, as a reader does: the Python
     environment's scripts first on the PATH (as an activated venv has them), its temporary
     directory `own/tmp`, and its own place for what libraries write in the home directory
-    (Keras' settings, matplotlib's fonts). Errors are kept in the cells, not raised."""
+    (Keras' settings, matplotlib's fonts). Errors are kept in the cells, not raised.
+
+    `warm`: the address of a server of warm kernels (tests/warm_kernel.py), whose kernels
+    start with jax and Kauldron imported. Those read KERAS_HOME, MPLCONFIGDIR and JAX's
+    settings when the server imported them, so `env` must give them as the server had them."""
+    import json
     import os
     import sys
 
+    from jupyter_client import KernelManager
+    from jupyter_client.kernelspec import KernelSpecManager
     from nbclient import NotebookClient
 
     (own / "tmp").mkdir(parents=True, exist_ok=True)
-    kernel_env = dict(env, TMPDIR=str(own / "tmp"), KERAS_HOME=str(own / ".keras"), MPLCONFIGDIR=str(own / "mpl"),
+    kernel_env = dict(env, TMPDIR=str(own / "tmp"),
                       PATH=os.pathsep.join([str(pathlib.Path(sys.executable).parent), env.get("PATH", "")]))
-    client = NotebookClient(notebook, timeout=900, kernel_name="python3", allow_errors=True,
+    if warm is None:
+        kernel_env.update(KERAS_HOME=str(own / ".keras"), MPLCONFIGDIR=str(own / "mpl"))
+        manager = KernelManager(kernel_name="python3")
+    else:
+        spec = own / "kernels" / "python3-warm"
+        spec.mkdir(parents=True, exist_ok=True)
+        launcher = pathlib.Path(__file__).with_name("warm_kernel.py")
+        (spec / "kernel.json").write_text(json.dumps({
+            "argv": [sys.executable, str(launcher), warm, "{connection_file}", str(own / "kernel.log")],
+            "display_name": "Python 3 (warm)", "language": "python"}))
+        manager = KernelManager(kernel_name="python3-warm",
+                                kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(own / "kernels")]))
+    client = NotebookClient(notebook, km=manager, timeout=900, allow_errors=True,
                             resources={"metadata": {"path": str(root)}})
-    client.execute(env=kernel_env)
+    client.execute(env=kernel_env, cleanup_kc=True)  # shuts the kernel down, though the manager is ours
     return notebook
+
+
+IMPORTS_JAX = re.compile(r"^(?:import jax\b|from jax\b|from kauldron import (?:.*, )?kd\b)", re.M)
+
+
+def imports_jax(notebook) -> bool:
+    """Whether the notebook's program imports jax, itself or with Kauldron's `kd` (at its
+    top level, not inside `konfig.imports()`), as a warm kernel has."""
+    return any(IMPORTS_JAX.search(cell.source) for cell in notebook.cells if cell.cell_type == "code")
 
 
 def differences(page: str, notebook, own: pathlib.Path, stem: str) -> list[str]:

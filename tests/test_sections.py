@@ -1,9 +1,10 @@
 """The whole tutorial, run as users run it: every section passes with a clean log, and
 every page is a program. `tutorial.py` runs forward in worker processes (the default
 --jobs), writing its pages; beside it, each section's notebook (exactly its page's code)
-runs in a fresh Jupyter kernel at the repository root, and prints what its page shows.
-So every section runs in a process shared with others and in one of its own, and none
-depends on another having run before it. The facts are read from the run's JSON: no
+runs in a Jupyter kernel of its own at the repository root, and prints what its page
+shows. The kernels go on after the run ends, beside the tests that need only the run; the
+page tests come last. So every section runs in a process shared with others and in one
+of its own, and none depends on another having run before it. The facts are read from the run's JSON: no
 section is run again just to read them; the tests of a kept workdir run the checkpoint
 lesson again on copies of the run's.
 
@@ -20,10 +21,9 @@ import shutil
 import subprocess
 import sys
 
-import nbformat
 import pytest
 from conftest import ROOT, assert_png_drawn, headless_chromium, processes_mentioning, sections_printed
-from page_programs import differences, run_in_a_kernel
+from page_programs import differences, imports_jax, run_in_a_kernel
 
 from harness import registry
 from presenting import notebook as notebooks
@@ -53,58 +53,97 @@ def whole(chosen):
 
 
 @pytest.fixture(scope="module")
-def full_run(chosen, tmp_path_factory):
-    """`tutorial.py` (default --jobs, --keep, --plots, --html, --markdown) and, beside it,
-    each chosen section's notebook in a kernel of its own. All see one isolated home,
-    temporary directory and cache home. Returns (report, log, folders, executed), where
-    `executed` maps a slug to its notebook, run."""
+def places(tmp_path_factory) -> dict:
+    """One isolated home, temporary directory and cache home, which the run and the page
+    programs all see, and the environment that names them. Jupyter's own files (connection
+    files, the IPython profile) go to a folder of their own, so the home directory shows the
+    tutorial's."""
     base = tmp_path_factory.mktemp("full-run")
     folders = {name: base / name for name in ("home", "tmp", "cache-home", "jupyter", "kernels")}
     for folder in folders.values():
         folder.mkdir()
     folders["base"] = base
-    # As a user runs them, with no quieting; Jupyter's own files (connection files, the
-    # IPython profile) go to a folder of their own, so the home directory shows the tutorial's.
     env = dict(os.environ, HOME=str(folders["home"]), TMPDIR=str(folders["tmp"]),
                XDG_CACHE_HOME=str(folders["cache-home"]), JUPYTER_RUNTIME_DIR=str(folders["jupyter"] / "runtime"),
                IPYTHONDIR=str(folders["jupyter"] / "ipython"))
+    return {"folders": folders, "env": env}
+
+
+@pytest.fixture(scope="module")
+def kernel_env(places) -> dict:
+    """The page programs' environment: the run's, and JAX's compilation cache shared with
+    it; Keras' settings and matplotlib's fonts in the kernels' folder."""
+    folders = places["folders"]
+    return dict(places["env"], JAX_COMPILATION_CACHE_DIR=str(folders["cache-home"] / "kauldron-tutorial" / "jax"),
+                JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0", JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES="-1",
+                KERAS_HOME=str(folders["kernels"] / ".keras"), MPLCONFIGDIR=str(folders["kernels"] / "mpl"))
+
+
+@pytest.fixture(scope="module")
+def warm_kernels(request, places, kernel_env):
+    """The address of a server of warm kernels (tests/warm_kernel.py), or None with
+    --cold-kernels. A page that trains, or whose program imports jax (itself or with
+    Kauldron's kd), starts in a kernel forked with jax and Kauldron imported: modules its
+    program imports too, by its imports or by resolving its config, and more of Kauldron's;
+    none of the tutorial's, nothing in the kernel's namespace. That saves about 6 CPU seconds a
+    page on a run of 2 cores kept busy; CI's py313 leg starts every kernel afresh."""
+    if request.config.getoption("--cold-kernels"):
+        yield None
+        return
+    own = dict(kernel_env, TMPDIR=str(places["folders"]["kernels"]))  # its socket: not in the run's TMPDIR
+    server = subprocess.Popen([sys.executable, str(ROOT / "tests" / "warm_kernel.py"), "serve"], cwd=ROOT,
+                              env=own, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        yield server.stdout.readline().strip() or None
+    finally:
+        server.stdin.close()
+        server.wait(timeout=60)
+
+
+@pytest.fixture(scope="module")
+def page_programs(chosen, places, kernel_env, warm_kernels):
+    """slug -> the future of its notebook (exactly its page's code), run in a kernel of its
+    own. They start before the run and go on beside it and beside the tests that need only
+    the run, which so use the cores the kernels leave idle while they wait on commands."""
+    pool = concurrent.futures.ThreadPoolExecutor(KERNELS_AT_ONCE)
+    # The costly ones first (those that start commands, which run cold in a kernel), so
+    # that none ends the run of the tests alone.
+    in_order = sorted(chosen, key=lambda info: (not info.start_early, not info.starts_processes))
+    # Built here, one after another: Python 3.11's ast.parse is not thread-safe
+    # ("SystemError: AST constructor recursion depth mismatch", seen in CI).
+    programs = [(info, notebooks.build([info])) for info in in_order]
+    futures = {info.slug: pool.submit(run_in_a_kernel, program, ROOT, kernel_env,
+                                      places["folders"]["kernels"] / registry.file_stem(info.number, info.slug),
+                                      warm_kernels if info.trains or imports_jax(program) else None)
+               for info, program in programs}
+    yield futures
+    pool.shutdown(wait=True, cancel_futures=True)
+
+
+@pytest.fixture(scope="module")
+def full_run(chosen, places, page_programs):
+    """`tutorial.py` (default --jobs, --keep, --plots, --html, --markdown), while the page
+    programs run. Returns (report, log, folders)."""
+    folders, base = places["folders"], places["folders"]["base"]
     command = [sys.executable, str(ROOT / "tutorial.py"), *[info.slug for info in chosen], "--keep",
                "--plots", str(base / "plots"), "--html", str(base / "site"), "--markdown", str(base / "pages"),
                "--json", str(base / "forward.json")]
-    run = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    run = subprocess.Popen(command, cwd=ROOT, env=places["env"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           text=True)
     try:
-        with concurrent.futures.ThreadPoolExecutor(KERNELS_AT_ONCE) as pool:
-            # The long ones first (as the run starts them), so that none ends the fixture alone.
-            in_order = sorted(chosen, key=lambda info: not info.start_early)
-            # Built here, one after another: Python 3.11's ast.parse is not thread-safe
-            # ("SystemError: AST constructor recursion depth mismatch", seen in CI).
-            programs = [(info, notebooks.build([info])) for info in in_order]
-            executed = dict(zip([info.slug for info in in_order],
-                                pool.map(lambda program: run_page_program(*program, folders, env), programs)))
         log = run.communicate(timeout=2400)[0]
     finally:
         if run.poll() is None:
             run.kill()
     assert run.returncode == 0, log[-3000:]
     report = json.loads((base / "forward.json").read_text())
-    return report, log, folders, executed
-
-
-def run_page_program(info: registry.SectionInfo, notebook: nbformat.NotebookNode, folders: dict,
-                     env: dict) -> nbformat.NotebookNode:
-    """The section's notebook, run in a fresh kernel at the repository root; it shares JAX's
-    compilation cache with the run."""
-    cache = folders["cache-home"] / "kauldron-tutorial" / "jax"
-    env = dict(env, JAX_COMPILATION_CACHE_DIR=str(cache), JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
-               JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES="-1")
-    own = folders["kernels"] / registry.file_stem(info.number, info.slug)
-    return run_in_a_kernel(notebook, ROOT, env, own)
+    return report, log, folders
 
 
 @pytest.fixture(scope="module")
 def verified(full_run):
     """slug -> the facts the forward run's section verified."""
-    forward, _, _, _ = full_run
+    forward, _, _ = full_run
     return {section["slug"]: section["facts"] for section in forward["sections"]}
 
 
@@ -116,8 +155,8 @@ def assert_a_clean_log(log: str) -> None:
     assert "use of fork() may lead to deadlocks" not in log  # the warm-start server forks quietly
 
 
-def test_a_full_run_passes_every_section_cleanly_and_shares_only_the_cache(full_run, chosen):
-    forward, log, folders, _ = full_run
+def test_a_full_run_passes_every_section_cleanly(full_run, chosen):
+    forward, log, folders = full_run
     assert [s["slug"] for s in forward["sections"]] == [info.slug for info in chosen]
     assert [s["status"] for s in forward["sections"]] == ["passed"] * len(chosen)
     assert f"{len(chosen)} passed, 0 failed, 0 skipped; {forward['totals']['checks']} checks in" in log
@@ -129,36 +168,15 @@ def test_a_full_run_passes_every_section_cleanly_and_shares_only_the_cache(full_
     assert_a_clean_log(log)
     assert sections_printed(log) == [info.slug for info in chosen]
 
-    # Nothing but the run's workdir in the temporary directory, nothing in the home directory.
+    # Nothing but the run's workdir in its temporary directory.
     assert [str(p) for p in folders["tmp"].iterdir()] == [forward["workdir"]]
     assert forward["workdir_removed"] is False  # --keep
     kept = {p.name for p in pathlib.Path(forward["workdir"]).iterdir()}
     assert {registry.file_stem(info.number, info.slug) for info in chosen} <= kept
-    assert list(folders["home"].rglob("*")) == []
-    assert [p.name for p in folders["cache-home"].iterdir()] == ["kauldron-tutorial"]  # the default cache
-    assert sorted(p.name for p in (folders["cache-home"] / "kauldron-tutorial").iterdir()) == \
-        ["jax", "matplotlib", "section-seconds.json"]  # compiled programs, the font list, the sections' times
-    # No process of the run, or of a page's program, outlives it (section 18 starts two).
-    assert processes_mentioning(str(folders["base"])) == {}
-
-
-@pytest.mark.parametrize("slug", CATALOG)
-def test_each_page_is_a_program_that_prints_what_the_page_shows(full_run, chosen, slug):
-    """The code a page shows, outside its folds, is its notebook's, cell for cell; run in a
-    fresh kernel at the repository root, no cell raises, and each prints what the page
-    shows under it (but for the workdir's path and the last digits of floats)."""
-    if slug not in [info.slug for info in chosen]:
-        pytest.skip("not among --sections")
-    _, _, folders, executed = full_run
-    info = next(info for info in chosen if info.slug == slug)
-    stem = registry.file_stem(info.number, info.slug)
-    page = (folders["base"] / "pages" / f"{stem}.md").read_text()
-    found = differences(page, executed[slug], folders["kernels"] / stem, stem)
-    assert not found, "\n\n".join(found)
 
 
 def test_plots_are_real_pictures_one_per_section_with_a_figure(full_run, whole):
-    forward, _, folders, _ = full_run
+    forward, _, folders = full_run
     plots = folders["base"] / "plots"
     drawn = [section for section in forward["sections"] if section["figure_title"]]
     assert drawn, "no lesson recorded a figure"
@@ -173,7 +191,7 @@ def test_plots_are_real_pictures_one_per_section_with_a_figure(full_run, whole):
 def test_the_site_reads_in_a_real_browser_with_every_section_figure_and_check(full_run, whole):
     """--html's pages in headless Chromium: every heading, every figure loaded, no console
     error, as many checks listed as the JSON has, and an index that is not blank."""
-    forward, _, folders, _ = full_run
+    forward, _, folders = full_run
     site = folders["base"] / "site"
     pages = {section["slug"]: site / f"{section['number']:02d}-{section['slug']}.html" for section in forward["sections"]}
     for page in [site / "index.html", *pages.values()]:  # nothing to fetch from the network (links are fine)
@@ -204,7 +222,7 @@ def test_the_site_reads_in_a_real_browser_with_every_section_figure_and_check(fu
 
 def kept_checkpoint_lesson(full_run, into: pathlib.Path) -> pathlib.Path:
     """A workdir holding a copy of what the forward run's checkpoint lesson left."""
-    forward, _, _, _ = full_run
+    forward, _, _ = full_run
     shutil.copytree(pathlib.Path(forward["workdir"]) / CHECKPOINT_LESSON, into / CHECKPOINT_LESSON)
     return into
 
@@ -275,7 +293,7 @@ def test_golden_numbers_are_what_the_lesson_computed_on_the_pinned_versions(veri
 
 def test_the_children_of_section_18_keep_their_noise_out_of_the_log(full_run, whole):
     """The log shows the lines of the job's output its page shows (gloo's are not)."""
-    _, forward_log, _, _ = full_run
+    _, forward_log, _ = full_run
     assert "process 0 of 2: 4 local devices, 8 in the job" in forward_log and "[Gloo]" not in forward_log
 
 
@@ -283,7 +301,7 @@ def test_the_index_table_of_what_pypi_does_not_do_is_each_a_check_that_still_hol
     """Every row names a check of the run, which passed: the feature still fails from PyPI."""
     from presenting import site
 
-    forward, _, _, _ = full_run
+    forward, _, _ = full_run
     rows = site.pypi_gaps(forward)
     assert [row["status"] for row in rows] == ["still fails (checked)"] * len(site.PYPI_GAPS)
 
@@ -291,7 +309,39 @@ def test_the_index_table_of_what_pypi_does_not_do_is_each_a_check_that_still_hol
 def test_the_multi_process_job_listened_on_loopback_only(full_run, whole):
     """jax binds its coordinator to every interface unless told: section 18 binds it to
     127.0.0.1, and checks, while its job runs, what the job's processes listen on."""
-    forward, _, _, _ = full_run
+    forward, _, _ = full_run
     claims = {check["claim"]: check["passed"] for check in next(s for s in forward["sections"] if s["slug"] == "multihost")["checks"]}
     assert claims["while the job ran, its coordinator's port was bound on 127.0.0.1 only"] is True
     assert claims["while the job ran, nothing it started listened on an address other than loopback"] is True
+
+
+# --- Every page, a program (their kernels ran beside the run and the tests above) ----------
+
+@pytest.mark.parametrize("slug", CATALOG)
+def test_each_page_is_a_program_that_prints_what_the_page_shows(full_run, page_programs, chosen, slug):
+    """The code a page shows, outside its folds, is its notebook's, cell for cell; run in a
+    kernel of its own at the repository root (`warm_kernels` says how fresh), no cell
+    raises, and each prints what the page shows under it (but for the workdir's path and
+    the last digits of floats)."""
+    if slug not in [info.slug for info in chosen]:
+        pytest.skip("not among --sections")
+    _, _, folders = full_run
+    info = next(info for info in chosen if info.slug == slug)
+    stem = registry.file_stem(info.number, info.slug)
+    page = (folders["base"] / "pages" / f"{stem}.md").read_text()
+    found = differences(page, page_programs[slug].result(), folders["kernels"] / stem, stem)
+    assert not found, "\n\n".join(found)
+
+
+def test_the_run_and_the_page_programs_share_only_the_cache_and_leave_no_process(full_run, page_programs, chosen):
+    """After the run and every page program: nothing in the home directory, only the
+    tutorial's folder in the cache home, and no process of theirs left (section 18 starts
+    two)."""
+    _, _, folders = full_run
+    for future in page_programs.values():
+        future.result()
+    assert list(folders["home"].rglob("*")) == []
+    assert [p.name for p in folders["cache-home"].iterdir()] == ["kauldron-tutorial"]  # the default cache
+    assert sorted(p.name for p in (folders["cache-home"] / "kauldron-tutorial").iterdir()) == \
+        ["jax", "matplotlib", "section-seconds.json"]  # compiled programs, the font list, the sections' times
+    assert processes_mentioning(str(folders["base"])) == {}
