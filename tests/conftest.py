@@ -27,11 +27,13 @@ def pytest_addoption(parser):
 
 
 def pytest_xdist_auto_num_workers(config) -> int:
-    """What `-n auto` (pytest.ini) means here: two test workers per core. Most tests wait for
-    the tutorial processes they started, which do the work. Measured on 2 cores (README
-    command 2, byte-compiled install): 2 workers 418 s, 3 workers 328 s, 4 workers 282 s."""
+    """What `-n auto` (pytest.ini) means here: a test worker per core, and one more. Most
+    tests wait for the tutorial processes they started, which do the work, and the page
+    programs fill the cores at a lower priority (tests/test_sections.py); more workers only
+    crowd the cores. Measured on 2 cores (pytest in README command 2, Python 3.11, one
+    fresh clone): 2 workers 278 s, 3 workers 252 s, 4 workers 268-286 s."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()  # not on macOS
-    return 2 * (cores or 1)
+    return (cores or 1) + 1
 
 
 @pytest.fixture(autouse=True)
