@@ -30,8 +30,9 @@ def pytest_xdist_auto_num_workers(config) -> int:
     """What `-n auto` (pytest.ini) means here: a test worker per core, and one more. Most
     tests wait for the tutorial processes they started, which do the work, and the page
     programs fill the cores at a lower priority (tests/test_sections.py); more workers only
-    crowd the cores. Measured on 2 cores (pytest in README command 2, Python 3.11, one
-    fresh clone): 2 workers 278 s, 3 workers 252 s, 4 workers 268-286 s."""
+    crowd the cores. Measured on 2 cores (pytest in README command 2, Python 3.11, fresh
+    clones): 2 workers 278 s; 3 workers 252-286 s; 4 workers 268-286 s, and once a test
+    that waits on a thread of its own timed out."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()  # not on macOS
     return (cores or 1) + 1
 
