@@ -22,8 +22,8 @@ def pytest_addoption(parser):
                           "a section's page as a program, while writing it (CONTRIBUTING.md)")
     parser.addoption("--cold-kernels", action="store_true",
                      help="run every page's program in a kernel started afresh (tests/test_sections.py); by default "
-                          "a page that imports Kauldron's kd starts in a kernel forked with it imported (CI's py313 leg "
-                          "runs them all afresh)")
+                          "a page that trains or imports jax starts in a kernel forked with jax and Kauldron imported "
+                          "(CI's py313 leg runs them all afresh)")
 
 
 def pytest_xdist_auto_num_workers(config) -> int:

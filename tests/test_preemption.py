@@ -1,8 +1,9 @@
 """Preemption: a real SIGKILL in the middle of training, then the same command again.
 
 The job is the suite's preemptible configuration (PyGrain data), shortened on the command
-line to 400 steps with a checkpoint every 50, started as a user would start it. Orbax commits a checkpoint by renaming its
-temporary directory, so a checkpoint killed half-written is never loaded.
+line to 400 steps with a checkpoint every 50, started as a user would start it. Orbax
+commits a checkpoint by renaming its temporary directory, so a checkpoint killed
+half-written is never loaded.
 """
 
 import os

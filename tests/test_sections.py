@@ -4,9 +4,9 @@ every page is a program. `tutorial.py` runs forward in worker processes (the def
 runs in a Jupyter kernel of its own at the repository root, and prints what its page
 shows. The kernels go on after the run ends, beside the tests that need only the run; the
 page tests come last. So every section runs in a process shared with others and in one
-of its own, and none depends on another having run before it. The facts are read from the run's JSON: no
-section is run again just to read them; the tests of a kept workdir run the checkpoint
-lesson again on copies of the run's.
+of its own, and none depends on another having run before it. The facts are read from
+the run's JSON: no section is run again just to read them; the tests of a kept workdir
+run the checkpoint lesson again on copies of the run's.
 
 `--sections digits,ref` runs it on those sections only (CONTRIBUTING.md: a new page, as a
 program); the tests about the whole tutorial are then skipped."""
@@ -85,8 +85,9 @@ def warm_kernels(request, places, kernel_env):
     --cold-kernels. A page that trains, or whose program imports jax (itself or with
     Kauldron's kd), starts in a kernel forked with jax and Kauldron imported: modules its
     program imports too, by its imports or by resolving its config, and more of Kauldron's;
-    none of the tutorial's, nothing in the kernel's namespace. That saves about 6 CPU seconds a
-    page on a run of 2 cores kept busy; CI's py313 leg starts every kernel afresh."""
+    none of the tutorial's, nothing in the kernel's namespace. That saves about 6 CPU
+    seconds a page on a run of 2 cores kept busy; CI's py313 leg starts every kernel
+    afresh."""
     if request.config.getoption("--cold-kernels"):
         yield None
         return

@@ -9,9 +9,9 @@
         a kernel: the command of the kernel spec `page_programs.run_in_a_kernel` writes
 
 Jupyter starts the second as it starts any kernel, in a session of its own. It asks the
-server for `python -m ipykernel_launcher -f CONNECTION_FILE`, forked in its directory and
-environment, the kernel's own output to LOG; then it waits for the kernel and ends as it
-ends. The kernel cannot join the process group of another session, so it has one of
+server for this module's `forked` (which becomes `python -m ipykernel_launcher -f
+CONNECTION_FILE`), forked in its directory and environment, the kernel's own output to
+LOG; then it waits for the kernel and ends as it ends. The kernel cannot join the process group of another session, so it has one of
 its own, with the commands it runs: a SIGINT or SIGTERM to this program goes to that
 group, and when this program ends, killed or not, the kernel's group is killed.
 """
