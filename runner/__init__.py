@@ -95,8 +95,9 @@ class Runner:
         futures = {}
         status = Status(len(print_order))
         try:
-            for info in start_order:
-                futures[info.slug] = pool.submit(run_captured, info, self.section_dir(info), self.no_compat)
+            with CtrlC.held_back():  # the pool starts its workers as sections are submitted
+                for info in start_order:
+                    futures[info.slug] = pool.submit(run_captured, info, self.section_dir(info), self.no_compat)
             for index, info in enumerate(print_order):
                 while not futures[info.slug].done():  # the status line, every second, on a terminal
                     # The pool hands the next in line over early: as many as there are workers.

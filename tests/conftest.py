@@ -159,6 +159,19 @@ def processes_mentioning(text: str) -> dict[int, str]:
     return found
 
 
+def processes_with(name: str, value: str) -> list[psutil.Process]:
+    """Live processes whose environment sets `name` to `value`: a run's processes, found
+    even when they were started after a look at its descendants, or outlived it."""
+    found = []
+    for proc in psutil.process_iter():
+        try:
+            if proc.pid != os.getpid() and proc.environ().get(name) == value and alive(proc):
+                found.append(proc)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            pass
+    return found
+
+
 def descendants(pid: int) -> list[psutil.Process]:
     """The live processes started, directly or not, by process `pid`."""
     try:

@@ -16,7 +16,7 @@ import time
 
 import psutil
 import pytest
-from conftest import ROOT, readme_command, sections_printed
+from conftest import ROOT, processes_with, readme_command, sections_printed
 
 from harness import processes, registry, teaching
 from harness.results import SectionResult
@@ -175,25 +175,32 @@ def test_a_section_that_kills_its_worker_fails_alone_in_one_line(tutorial):
 
 
 @pytest.mark.slow
-def test_sigterm_stops_the_run_like_ctrl_c_and_leaves_no_process_behind(tmp_path):
-    """As a CI job's timeout or `kill` stops it, with workers forked from the forkserver."""
+@pytest.mark.parametrize("when", ["while the forkserver starts the workers", "while the sections run"])
+def test_sigterm_stops_the_run_like_ctrl_c_and_leaves_no_process_behind(tmp_path, when):
+    """As a CI job's timeout or `kill` stops it, with workers forked from the forkserver.
+    While the forkserver still imports, the pool waits for it to fork a worker: stopped
+    there, the run once left a worker it did not know of, which failed with a traceback
+    after the run had exited (seen in CI)."""
     results = tmp_path / "r.json"
-    env = dict(QUIET, **{teaching.FAIL_SECTION_ENV: "trainer:hang"})
+    env = dict(QUIET, **{teaching.FAIL_SECTION_ENV: "trainer:hang", "THIS_TEST_RUN": str(tmp_path)})
     proc = subprocess.Popen([sys.executable, str(ROOT / "tutorial.py"), "kontext", "trainer", "--jobs", "2",
                              "--json", str(results)],
                             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # multiprocessing's resource tracker and forkserver, then (after its imports) the two workers
+    processes_then = 2 if when == "while the forkserver starts the workers" else 4
     started = time.monotonic()
     descendants = []
-    while time.monotonic() - started < 120 and len(descendants) < 3:  # the forkserver and two workers
-        time.sleep(0.5)
+    while time.monotonic() - started < 120 and len(descendants) < processes_then:
+        time.sleep(0.1)
         descendants = psutil.Process(proc.pid).children(recursive=True)
-    time.sleep(3)  # the workers have imported and started their sections
+    if when == "while the sections run":
+        time.sleep(3)  # the workers have imported and started their sections
     proc.send_signal(signal.SIGTERM)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, out[-2000:] + err[-2000:]
     assert "SUMMARY" in out and "Traceback" not in out + err
     assert json.loads(results.read_text())["interrupted"] is True
-    gone, alive = psutil.wait_procs(descendants, timeout=20)
+    gone, alive = psutil.wait_procs(processes_with("THIS_TEST_RUN", str(tmp_path)), timeout=20)
     assert not alive, [p.cmdline() for p in alive]
 
 
@@ -273,6 +280,21 @@ def test_ctrl_c_during_garbage_collection_stops_the_run_without_a_traceback(monk
     assert [s["status"] for s in json.loads((tmp_path / "r.json").read_text())["sections"]] == ["skipped"]
     output = capsys.readouterr()
     assert "Traceback" not in output.out + output.err and "Exception ignored" not in output.err
+
+
+def test_ctrl_c_while_the_pool_starts_a_worker_stops_the_run_once_the_worker_is_known(monkeypatch):
+    """A pool starts a worker by waiting for the forkserver to fork it. An interrupt landing
+    there left a worker the run did not know of: not stopped with the others, it failed with
+    a traceback after the run had exited (seen in CI: SIGTERM, Python 3.12)."""
+    from runner.interrupts import CtrlC
+
+    monkeypatch.setattr(CtrlC, "pressed", False)
+    started = []
+    with pytest.raises(KeyboardInterrupt):
+        with CtrlC.held_back():
+            CtrlC.handler(signal.SIGTERM, None)  # the signal, while the worker is being forked
+            started.append("the worker")
+    assert started == ["the worker"]
 
 
 @pytest.mark.slow
