@@ -94,18 +94,20 @@ class Lesson:
         a marker, never run."""
         raise LessonFailed("lesson.md() is read from the source, not called: is the lesson run by harness.teaching?")
 
-    def shell(self, command: str, *, background: bool = False, shows: str | None = None, check: bool = True,
-              timeout: float = 900):
+    def shell(self, command: str, *, background: bool = False, needed_by: str | None = None,
+              shows: str | None = None, check: bool = True, timeout: float = 900):
         """Runs a command as the reader would type it in a shell at the repository root
         (`$WORKDIR` is the lesson's workdir), and returns what it did (`returncode`,
         `output`, `seconds`). `background`: the lesson goes on meanwhile, and the runner
-        waits for it when the step ends. `shows`: a regular expression; the page shows only
-        the lines of its output that match (absl's prefix dropped), else all of them.
-        `check`: a non-zero exit fails the lesson, in one line."""
+        waits for it when the step ends, or, given `needed_by` (the heading of a later
+        step, the first that needs its result), before that step starts. `shows`: a
+        regular expression; the page shows only the lines of its output that match
+        (absl's prefix dropped), else all of them. `check`: a non-zero exit fails the
+        lesson, in one line."""
         if self._run_shell is None:
             raise LessonFailed("lesson.shell() needs a runner (harness.teaching) to run its command")
-        return self._run_shell(inspect.cleandoc(command), background=background, shows=shows, check=check,
-                               timeout=timeout)
+        return self._run_shell(inspect.cleandoc(command), background=background, needed_by=needed_by, shows=shows,
+                               check=check, timeout=timeout)
 
     @contextlib.contextmanager
     def checks(self):

@@ -186,6 +186,13 @@ def read(path: pathlib.Path) -> Program:
             blocks.append(Block(kind, "", node.lineno, [node], options))
     if not steps:
         raise LessonSourceError(f"{where}: a lesson has at least one step (lesson.md)")
+    for index, step in enumerate(steps):
+        for block in step.blocks:
+            needed_by = block.options.get("needed_by")
+            if needed_by is not None and not (block.options.get("background")
+                                              and needed_by in [later.heading for later in steps[index + 1:]]):
+                raise LessonSourceError(f"{where}:{block.statements[0].lineno}: needed_by names a later step's heading,"
+                                        " for a command in the background")
     for step in steps:
         for block in step.blocks:
             block.line = _first_line(block.statements[0])

@@ -6,13 +6,15 @@ The program (harness/program.py) runs in one namespace: the section module's (it
 and helpers), with `lesson` and `workdir`. While it runs, `$WORKDIR` is set and the
 current directory is the repository, as in a kernel started there. A shell block runs its
 command (harness/processes.py); one in the `background` goes on while the step's next
-blocks run, and the step ends when it has.
+blocks run, and the step ends when it has, or, `needed_by` a later step, while the steps
+between run, and that step starts when it has.
 """
 
 from __future__ import annotations
 
 import ast
 import contextlib
+import dataclasses
 import importlib
 import io
 import os
@@ -98,11 +100,12 @@ class _Teacher:
         self.lesson = Lesson(workdir, shown=sys.stdout, run_shell=self.shell)
         self.steps: list[dict[str, Any]] = []
         self.block: dict[str, Any] | None = None  # the record of the block running
-        self.background: list[tuple[processes.Shell, dict[str, Any], str | None, bool]] = []
+        self.background: list[_Background] = []
 
     def teach(self, source: lesson_format.Program, module) -> None:
         namespace = dict(vars(module), lesson=self.lesson, workdir=self.workdir)
         for index, step in enumerate(source.steps):
+            self._finish_background(lambda entry: entry.needed_by == step.heading)
             self.lesson.step, self.lesson.heading = index, step.heading
             self.steps.append({"heading": step.heading, "printed": "", "blocks": []})
             self.lesson.tell("\n" + textwrap.indent(step.prose, "  ") + "\n\n")
@@ -116,15 +119,16 @@ class _Teacher:
                     # A check may fail only because a command of its step, in the background,
                     # died meanwhile (a killed peer): the command's failure is then the cause.
                     for entry in self.background:
-                        running, _, _, check = entry
-                        if check and running.fails_within(2.0):
+                        if entry.check and entry.running.fails_within(2.0):
                             self.background.remove(entry)
-                            self._finish(*entry)  # raises LessonFailed, naming the command
+                            self._finish_started(entry)  # raises LessonFailed, naming the command
                     raise
             self.block = None
-            self._finish_background()
+            self._finish_background(lambda entry: entry.needed_by is None)
+        self._finish_background(lambda entry: True)
 
-    def shell(self, command: str, *, background: bool, shows: str | None, check: bool, timeout: float):
+    def shell(self, command: str, *, background: bool, shows: str | None, check: bool, timeout: float,
+              needed_by: str | None = None):
         """Runs a shell block's command (Lesson.shell); waits for it unless `background`."""
         record = self.block
         record.update(command=command, printed="")
@@ -133,29 +137,38 @@ class _Teacher:
             running = processes.Shell(command, self.workdir, timeout)
             self.lesson.cleanup.callback(running.kill)
         if background:
-            self.background.append((running, record, shows, check))
-            self.lesson.tell(f"{INDENT}(running in the background while the step goes on)\n")
+            self.background.append(_Background(running, record, shows, check, needed_by, self.lesson.step))
+            goes_on = f'until the step "{needed_by}"' if needed_by else "while the step goes on"
+            self.lesson.tell(f"{INDENT}(running in the background {goes_on})\n")
             return running
         return self._finish(running, record, shows, check)
 
-    def _finish(self, running: processes.Shell, record: dict, shows: str | None, check: bool):
+    def _finish(self, running: processes.Shell, record: dict, shows: str | None, check: bool, step: int = -1):
         try:
             running.wait()
         except processes.ProcessFailed as e:
             raise LessonFailed(str(e)) from None
         shown = processes.excerpt(running.output, shows)
         record.update(printed=shown + "\n" if shown else "", output_lines=len(running.output.splitlines()))
-        self.steps[-1]["printed"] += record["printed"]
+        self.steps[step]["printed"] += record["printed"]
         if shown:
             self.lesson.tell(textwrap.indent(shown, INDENT) + "\n")
         if check and running.returncode != 0:
             raise LessonFailed(running.failure())
         return running
 
-    def _finish_background(self) -> None:
-        """The step ends when what it started in the background has."""
-        while self.background:
-            self._finish(*self.background.pop(0))
+    def _finish_started(self, entry: _Background):
+        """A command started in the background, waited for; its output shown now, and
+        recorded with the step that started it."""
+        if entry.step != self.lesson.step:
+            self.lesson.tell(f"{INDENT}(waiting for the command in the background: $ {entry.record['command']})\n")
+        return self._finish(entry.running, entry.record, entry.shows, entry.check, entry.step)
+
+    def _finish_background(self, due) -> None:
+        """Waits for the commands in the background that are `due`."""
+        for entry in [entry for entry in self.background if due(entry)]:
+            self.background.remove(entry)
+            self._finish_started(entry)
 
     def record_output(self, text: str) -> None:
         """What the lesson's code printed, kept with the block that printed it."""
@@ -164,6 +177,18 @@ class _Teacher:
         self.block["printed"] += text
         if self.block["kind"] != "checks":
             self.steps[-1]["printed"] += text
+
+
+@dataclasses.dataclass
+class _Background:
+    """A shell block's command running in the background."""
+
+    running: processes.Shell
+    record: dict[str, Any]  # its block's record, where its output goes
+    shows: str | None
+    check: bool
+    needed_by: str | None  # the heading of the step that waits for it; None: its own step's end
+    step: int  # the index of the step that started it
 
 
 class _BlockOutput(io.TextIOBase):

@@ -67,7 +67,7 @@ def evaluators_and_summaries(lesson: Lesson, workdir):
     numpy gives the same numbers.
     """)
     eval_job = lesson.shell("python -m kauldron.main --cfg=configs/heldout.py --cfg.workdir=$WORKDIR/run"
-                            " --eval_names=every,final", background=True,
+                            " --eval_names=every,final", background=True, needed_by="The eval job's result",
                             shows=r"Found new checkpoint step|Running final evals|collection=(every|final) losses")
     cfg = heldout_config.get_config()
     cfg.workdir = str(workdir / "run")

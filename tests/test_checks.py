@@ -177,3 +177,54 @@ def test_a_check_failing_because_a_background_command_died_reports_the_death(kil
     assert result.status == "failed" and result.error["type"] == "LessonFailed"
     assert result.error["message"].startswith("`python -c 'import os, signal; os.kill(os.getpid(), signal.SIGKILL)'`"
                                               " exited -9 (SIGKILL)")
+
+
+NEEDED_LATER = '''
+"""A lesson whose background command is needed two steps later."""
+
+import pathlib
+
+from harness import Lesson, section
+
+
+@section(99, "fake", "A fake lesson", shows="nothing", part="glue")
+def fake(lesson: Lesson, workdir):
+    lesson.md("""
+    ## Start it
+
+    Why this step matters, in a sentence.
+    """)
+    lesson.shell("sleep 1; echo done > $WORKDIR/done.txt; echo finished", background=True, needed_by="Use it")
+
+    lesson.md("""
+    ## Meanwhile
+
+    Why this step matters, in a sentence.
+    """)
+    print("still running:", not pathlib.Path(workdir, "done.txt").exists())
+
+    lesson.md("""
+    ## Use it
+
+    Why this step matters, in a sentence.
+    """)
+    print(pathlib.Path(workdir, "done.txt").read_text().strip())
+    with lesson.checks():
+        lesson.summary = "done"
+'''
+
+
+@pytest.fixture
+def needed_later(tmp_path, monkeypatch):
+    yield from installed(NEEDED_LATER, tmp_path, monkeypatch)
+
+
+@pytest.mark.slow  # starts a process
+def test_a_command_in_the_background_runs_on_until_the_step_that_needs_it(needed_later, tmp_path):
+    """As section 15's eval job does, while the lesson reads what training wrote; its output
+    stays with the step that started it."""
+    result = teaching.run(needed_later, tmp_path / "runs" / "99-fake")
+    assert result.status == "passed", result.summary
+    start, meanwhile, use = result.steps
+    assert start["printed"] == "finished\n"
+    assert (meanwhile["printed"], use["printed"]) == ("still running: True\n", "done\n")

@@ -95,6 +95,10 @@ def test_the_experiment_s_files_are_shown_where_the_page_first_uses_them(tmp_pat
     ('lesson.md("""## A step\n\n    Why.\n    """)\n    command = "ls"\n    lesson.shell(command)', "one plain string"),
     ('lesson.md("""## A step\n\n    Why.\n    """)\n    with lesson.checks():\n        lesson.md("""## Another""")',
      "go at the top level"),
+    ('lesson.md("""## A step\n\n    Why.\n    """)\n    lesson.shell("ls", background=True, needed_by="A step")',
+     "needed_by names a later step's heading"),
+    ('lesson.md("""## A step\n\n    Why.\n    """)\n    lesson.shell("ls", needed_by="Later")\n'
+     '    lesson.md("""## Later\n\n    Why.\n    """)', "for a command in the background"),
 ])
 def test_a_file_that_breaks_the_format_is_refused_saying_where(tmp_path, body, problem):
     text = f'''
