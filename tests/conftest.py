@@ -195,6 +195,19 @@ CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 
 
 @contextlib.contextmanager
+def warm_server(env: dict[str, str], nice: int = 0):
+    """A warm-start server (tests/warm_server.py) started in `env`, for the block: yields
+    its address, or None where warm start is not available."""
+    server = subprocess.Popen([sys.executable, str(ROOT / "tests" / "warm_server.py"), "--nice", str(nice)],
+                              cwd=ROOT, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        yield server.stdout.readline().strip() or None
+    finally:
+        server.stdin.close()
+        server.wait(timeout=60)
+
+
+@contextlib.contextmanager
 def headless_chromium():
     """A Selenium driver for headless Chromium, or the test is skipped, saying what is missing."""
     missing = [path for path in (CHROMIUM, CHROMEDRIVER) if not os.path.exists(path)]

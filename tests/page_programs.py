@@ -66,8 +66,8 @@ def run_in_a_kernel(notebook, root: pathlib.Path, env: dict, own: pathlib.Path, 
     directory `own/tmp`, and its own place for what libraries write in the home directory
     (Keras' settings, matplotlib's fonts). Errors are kept in the cells, not raised.
 
-    `warm`: the address of a server of warm kernels (tests/warm_kernel.py), whose kernels
-    start with jax and Kauldron imported. Those read KERAS_HOME, MPLCONFIGDIR and JAX's
+    `warm`: the address of a warm-start server (tests/warm_server.py): the kernel starts
+    forked from it (tests/warm_kernel.py), with jax and Kauldron imported. Those read KERAS_HOME, MPLCONFIGDIR and JAX's
     settings when the server imported them, so `env` must give them as the server had them."""
     import json
     import os

@@ -1,21 +1,23 @@
 """Preemption: a real SIGKILL in the middle of training, then the same command again.
 
 The job is the suite's preemptible configuration (PyGrain data), shortened on the command
-line to 400 steps with a checkpoint every 50, started as a user would start it. Orbax
-commits a checkpoint by renaming its temporary directory, so a checkpoint killed
-half-written is never loaded.
+line to 400 steps with a checkpoint every 50: the command a user types, forked, as the
+lessons' commands are, by a warm-start server (its imports paid once, not at each of the
+four starts). Orbax commits a checkpoint by renaming its temporary directory, so a
+checkpoint killed half-written is never loaded.
 """
 
 import os
 import re
 import signal
-import subprocess
 import sys
 import time
 import pathlib
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, warm_server
+
+from harness import processes
 
 pytestmark = pytest.mark.slow  # kauldron.main, killed and run again
 
@@ -50,32 +52,38 @@ def started_at(log: str) -> int:
     return int(re.search(r"Starting training loop at step (\d+)", log).group(1))
 
 
+def start(workdir: pathlib.Path, log: pathlib.Path):
+    """The job, its output to `log`: forked by the warm-start server when there is one."""
+    return processes.start(training_command(workdir), JOB_ENV, log, cwd=ROOT)
+
+
 def kill_when(workdir: pathlib.Path, condition, timeout: float = 600) -> int:
     """Starts the job, SIGKILLs it as soon as `condition(workdir)` holds; returns the step
     its training loop had started at."""
     log = workdir.parent / f"{workdir.name}-killed.log"
-    with open(log, "w") as stderr:
-        proc = subprocess.Popen(training_command(workdir), cwd=ROOT, env=JOB_ENV, stdout=subprocess.DEVNULL, stderr=stderr)
+    proc = start(workdir, log)
     deadline = time.monotonic() + timeout
     try:
         while not condition(workdir):
             assert proc.poll() is None, "the job finished before it could be killed"
             assert time.monotonic() < deadline, "timed out waiting to kill the job"
             time.sleep(0.002)
-        proc.send_signal(signal.SIGKILL)
+        os.kill(proc.pid, signal.SIGKILL)
     finally:
-        proc.kill()
-        proc.wait()
+        processes.stop(proc)
     assert proc.returncode == -signal.SIGKILL
     return started_at(log.read_text())
 
 
 def run_to_the_end(workdir: pathlib.Path) -> int:
     """Runs the job to completion; returns the step its training loop started at."""
-    proc = subprocess.run(training_command(workdir), cwd=ROOT, env=JOB_ENV, capture_output=True,
-                          text=True, timeout=900)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return started_at(proc.stderr)
+    log = workdir.parent / f"{workdir.name}-to-the-end.log"
+    proc = start(workdir, log)
+    try:
+        assert proc.wait(900) == 0, log.read_text()[-3000:]
+    finally:
+        processes.stop(proc)
+    return started_at(log.read_text())
 
 
 def final_checkpoint(workdir: pathlib.Path) -> dict:
@@ -90,12 +98,15 @@ def final_checkpoint(workdir: pathlib.Path) -> dict:
 
 
 @pytest.fixture(scope="module", autouse=True)
-def shared_compilation_cache(tmp_path_factory):
-    """The four runs share JAX's compilation cache, as runs on one machine can: each after
-    the first compiles nothing (2.6 of its 9.8 CPU-s on Python 3.11). A program read from
-    the cache is the one compiled, so the runs stay bit-identical."""
+def warm_start_and_a_shared_compilation_cache(tmp_path_factory):
+    """The four runs start forked from one warm-start server (its imports, about 7 CPU-s
+    of each cold start on Python 3.11, paid once) and share JAX's compilation cache, as
+    runs on one machine can: each after the first compiles nothing (2.6 CPU-s). A program
+    read from the cache is the one compiled, so the runs stay bit-identical."""
     JOB_ENV.update(JAX_COMPILATION_CACHE_DIR=str(tmp_path_factory.mktemp("jax-cache")),
                    JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0", JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES="-1")
+    with warm_server(JOB_ENV) as address, processes.used_here(address):
+        yield
 
 
 @pytest.fixture(scope="module")

@@ -22,7 +22,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ROOT, assert_png_drawn, headless_chromium, processes_mentioning, sections_printed
+from conftest import ROOT, assert_png_drawn, headless_chromium, processes_mentioning, sections_printed, warm_server
 from page_programs import differences, imports_jax, run_in_a_kernel
 
 from harness import registry
@@ -81,8 +81,8 @@ def kernel_env(places) -> dict:
 
 @pytest.fixture(scope="module")
 def warm_kernels(request, places, kernel_env):
-    """The address of a server of warm kernels (tests/warm_kernel.py), or None with
-    --cold-kernels. A page that trains, or whose program imports jax (itself or with
+    """The address of a warm-start server for the kernels (tests/warm_kernel.py), or None
+    with --cold-kernels. A page that trains, or whose program imports jax (itself or with
     Kauldron's kd), starts in a kernel forked with jax and Kauldron imported: modules its
     program imports too, by its imports or by resolving its config, and more of Kauldron's;
     none of the tutorial's, nothing in the kernel's namespace. That saves about 6 CPU
@@ -92,13 +92,10 @@ def warm_kernels(request, places, kernel_env):
         yield None
         return
     own = dict(kernel_env, TMPDIR=str(places["folders"]["kernels"]))  # its socket: not in the run's TMPDIR
-    server = subprocess.Popen([sys.executable, str(ROOT / "tests" / "warm_kernel.py"), "serve"], cwd=ROOT,
-                              env=own, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    try:
-        yield server.stdout.readline().strip() or None
-    finally:
-        server.stdin.close()
-        server.wait(timeout=60)
+    # At a lower priority: what the kernels do, the tests need last; the run they are
+    # compared with, and the other tests, go first.
+    with warm_server(own, nice=10) as address:
+        yield address
 
 
 @pytest.fixture(scope="module")

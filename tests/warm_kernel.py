@@ -1,19 +1,18 @@
-"""Jupyter kernels started warm, for the page programs of tests/test_sections.py.
+"""Jupyter kernels started warm, for the page programs of tests/test_sections.py:
 
-    python tests/warm_kernel.py serve
-        runs a warm-start server (harness/processes.py) until its stdin closes, and prints
-        its address first: its kernels start with jax, flax, optax and Kauldron imported
-        (harness/warm_imports.py), which a kernel started afresh spends about 6 CPU
-        seconds on, and at a lower priority (nice 10)
     python tests/warm_kernel.py ADDRESS CONNECTION_FILE LOG
-        a kernel: the command of the kernel spec `page_programs.run_in_a_kernel` writes
 
-Jupyter starts the second as it starts any kernel, in a session of its own. It asks the
-server for this module's `forked` (which becomes `python -m ipykernel_launcher -f
-CONNECTION_FILE`), forked in its directory and environment, the kernel's own output to
-LOG; then it waits for the kernel and ends as it ends. The kernel cannot join the process group of another session, so it has one of
-its own, with the commands it runs: a SIGINT or SIGTERM to this program goes to that
-group, and when this program ends, killed or not, the kernel's group is killed.
+is the command of the kernel spec `page_programs.run_in_a_kernel` writes, ADDRESS a
+warm-start server's (tests/warm_server.py): its kernels start with jax, flax, optax and
+Kauldron imported, which a kernel started afresh spends about 6 CPU seconds on.
+
+Jupyter starts it as it starts any kernel, in a session of its own. It asks the server for
+this module's `forked` (which becomes `python -m ipykernel_launcher -f CONNECTION_FILE`),
+forked in its directory and environment, the kernel's own output to LOG; then it waits
+for the kernel and ends as it ends. The kernel cannot join the process group of another
+session, so it has one of its own, with the commands it runs: a SIGINT or SIGTERM to this
+program goes to that group, and when this program ends, killed or not, the kernel's group
+is killed.
 """
 
 import os
@@ -26,15 +25,6 @@ import threading
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # the repository, for harness
 
 from harness import processes  # noqa: E402
-
-
-def serve() -> None:
-    # Its kernels run at a lower priority (fork keeps it): what they do, the tests need
-    # last; the run they are compared with, and the other tests, go first.
-    os.nice(10)
-    with processes.server() as address:
-        print(address or "", flush=True)  # "": warm start is off here
-        sys.stdin.read()  # until the test closes it
 
 
 def kernel(address: str, connection_file: str, log: str) -> None:
@@ -66,10 +56,8 @@ def forked(launcher: int, args: list[str]) -> None:
     run_module("ipykernel_launcher", args)
 
 
-if __name__ == "__main__":  # the server's forkserver imports this module too
-    if sys.argv[1:] == ["serve"]:
-        serve()
-    elif sys.argv[1] == "forked":
+if __name__ == "__main__":
+    if sys.argv[1] == "forked":
         forked(int(sys.argv[2]), sys.argv[3:])
     else:
         kernel(*sys.argv[1:])
