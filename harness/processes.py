@@ -77,18 +77,23 @@ def python_m() -> list[str]:
 
 @contextlib.contextmanager
 def ctrl_c_held():
-    """Inside the block, a Ctrl-C is remembered, not raised; it is raised when the block ends."""
+    """Inside the block, a Ctrl-C (or a SIGTERM, which stops a run the same way) is
+    remembered, not acted on; it is raised again when the block ends, to whoever handled it
+    before: for a block that must not stop halfway, with a process started but not yet in
+    its caller's hands."""
     if threading.current_thread() is not threading.main_thread():
         yield  # signals reach only the main thread
         return
     pressed = []
-    previous = signal.signal(signal.SIGINT, lambda signum, frame: pressed.append(signum))
+    previous = {signum: signal.signal(signum, lambda signum, frame: pressed.append(signum))
+                for signum in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
         if pressed:
-            signal.raise_signal(signal.SIGINT)  # handled now by whoever handled it before
+            signal.raise_signal(pressed[0])  # handled now by whoever handled it before
 
 
 def start(command: list[str], env: dict[str, str], output: pathlib.Path, *, cwd: pathlib.Path = ROOT):

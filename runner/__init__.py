@@ -95,7 +95,12 @@ class Runner:
         futures = {}
         status = Status(len(print_order))
         try:
-            with CtrlC.held_back():  # the pool starts its workers as sections are submitted
+            # The pool starts its workers as sections are submitted, waiting for the forkserver
+            # (seconds, while it imports) to fork each: an interrupt landing there left a worker
+            # the run never knew of, which failed with a traceback after the run had exited
+            # (seen in CI). Raised at the block's end, it also replaces the error a SIGTERM to
+            # the whole process group (`timeout`, a CI runner) causes by stopping the forkserver.
+            with processes.ctrl_c_held():
                 for info in start_order:
                     futures[info.slug] = pool.submit(run_captured, info, self.section_dir(info), self.no_compat)
             for index, info in enumerate(print_order):

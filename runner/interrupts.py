@@ -4,7 +4,6 @@ whatever caught it."""
 from __future__ import annotations
 
 import _thread
-import contextlib
 import signal
 import sys
 import threading
@@ -19,7 +18,6 @@ class CtrlC:
 
     pressed = False
     _reraised = 0
-    _held = 0  # how many `held_back` blocks are open
 
     @classmethod
     def install(cls) -> None:
@@ -33,25 +31,7 @@ class CtrlC:
     @classmethod
     def handler(cls, signum, frame):
         cls.pressed = True
-        if not cls._held:
-            raise KeyboardInterrupt
-
-    @classmethod
-    @contextlib.contextmanager
-    def held_back(cls):
-        """Holds an interrupt back until the block ends, then raises it. For code that must
-        not stop halfway: a pool starting a worker waits for the forkserver to fork it, and
-        an interrupt landing there leaves a worker the run does not know of, which fails
-        with a traceback once the run has exited (seen in CI)."""
-        cls._held += 1
-        try:
-            yield
-        finally:
-            cls._held -= 1
-            if cls.pressed and not cls._held:
-                # In place of any error the block ends with: a SIGTERM sent to the whole
-                # process group (`timeout`, a CI runner) stops the forkserver too.
-                raise KeyboardInterrupt  # noqa: B012
+        raise KeyboardInterrupt
 
     @classmethod
     def unraisable_hook(cls, unraisable):

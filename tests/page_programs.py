@@ -67,8 +67,9 @@ def run_in_a_kernel(notebook, root: pathlib.Path, env: dict, own: pathlib.Path, 
     (Keras' settings, matplotlib's fonts). Errors are kept in the cells, not raised.
 
     `warm`: the address of a warm-start server (tests/warm_server.py): the kernel starts
-    forked from it (tests/warm_kernel.py), with jax and Kauldron imported. Those read KERAS_HOME, MPLCONFIGDIR and JAX's
-    settings when the server imported them, so `env` must give them as the server had them."""
+    forked from it (tests/warm_kernel.py), with jax and Kauldron imported. Those read
+    KERAS_HOME, MPLCONFIGDIR and JAX's settings when the server imported them, so `env`
+    must give them as the server had them."""
     import json
     import os
     import sys
