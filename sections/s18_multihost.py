@@ -167,11 +167,12 @@ def alive(pids: list[int]) -> bool:
 
 
 def listening_while_running(pids: list[int]) -> set[tuple[str, int]]:
-    """Every (address, port) the processes listened on, polled until one of them ends."""
+    """Every (address, port) the processes listened on, polled until one of them ends
+    (each listens for seconds; a poll costs a few ms of CPU)."""
     found: set[tuple[str, int]] = set()
     while alive(pids):
         found |= listening(pids)
-        time.sleep(0.1)
+        time.sleep(0.25)
     return found
 
 
