@@ -27,7 +27,7 @@ def get_config():
     cfg.aux = {"data_dir": None}
     cfg.train_ds = _digits("train", cfg.ref.aux.data_dir, shuffle=True, num_epochs=None, batch_size=32)
     cfg.model = digits.DigitsMLP(image="batch.image", hidden=128)
-    cfg.num_train_steps = 200
+    cfg.num_train_steps = 100
     cfg.train_losses = {"xent": kd.losses.SoftmaxCrossEntropyWithIntLabels(logits="preds.logits", labels="batch.label")}
     cfg.train_metrics = {"accuracy": kd.metrics.Accuracy(logits="preds.logits", labels="batch.label")}
     cfg.schedules = {"learning_rate": optax.warmup_cosine_decay_schedule(
