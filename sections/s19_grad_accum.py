@@ -133,7 +133,7 @@ def gradient_accumulation(lesson: Lesson, workdir):
         first_32 = next(iter(one_step.train_ds.device_put(one_step.sharding.batch)))
         after_one = one_step.trainstep.step(one_step.init_state(), first_32)[0].params
         reader = konfig.resolve(cfg)
-        at_4 = reader.checkpointer.restore(reader.init_state(), step=4)
+        at_4 = reader.checkpointer.restore(trainer.init_state(), step=4)  # a state of the same structure
         lesson.check(int(at_4.opt_state.gradient_step) == 1 and max_difference(at_4.params, after_one) < 1e-6,
                      "after 1 update (ckpt_4), the parameters = 1 step on rows 0-31 (within 1e-6)")
         first_8 = adam_step(one_step, 1e-2, training_rows(0, 8))
