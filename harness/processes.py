@@ -26,10 +26,10 @@ down; `tutorial.py --no-warm-start` sets it), children are started with
 A child joins the process group of the worker that asked for it, so stopping a worker
 stops its children too, and runs at its priority, as a Popen child would: every worker
 but the one running the run's longest chain of processes runs at lower priority
-(`lower_priority`, runner/__init__.py's `at_normal_priority`). A Ctrl-C is raised as KeyboardInterrupt wherever Python happens
-to be: raised inside `subprocess.Popen` after the fork, it would leave a child no
-variable holds, so a Ctrl-C pressed while a child starts is held until the child is in
-the lesson's hands.
+(`lower_priority`; runner/__init__.py's `at_normal_priority`). A Ctrl-C is raised as
+KeyboardInterrupt wherever Python happens to be: raised inside `subprocess.Popen` after
+the fork, it would leave a child no variable holds, so a Ctrl-C pressed while a child
+starts is held until the child is in the lesson's hands.
 """
 
 from __future__ import annotations

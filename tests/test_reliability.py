@@ -83,7 +83,8 @@ def test_the_longest_chain_of_processes_runs_at_normal_priority_and_every_other_
     beside it; the sections beside it run lower (run_captured lowers their workers)."""
     order = start_order(registry.catalog(), {"evals": 24.0, "digits": 11.0, "multihost": 10.0, "checkpoint": 3.9})
     assert at_normal_priority(order).slug == "evals"
-    assert at_normal_priority(start_order(registry.select(registry.catalog(), list(map(str, range(1, 10)))), {})) is None  # none waits
+    guide_scope = registry.select(registry.catalog(), [str(number) for number in range(1, 10)])
+    assert at_normal_priority(start_order(guide_scope, {})) is None  # none of them waits on processes
     assert at_normal_priority(start_order(registry.select(registry.catalog(), ["evals"]), {})) is None  # alone
 
 
@@ -121,25 +122,27 @@ def test_a_warm_started_child_is_the_command_it_was_given(tmp_path):
 
 @pytest.mark.slow
 def test_a_child_runs_at_the_priority_of_the_worker_that_started_it_warm_or_not(tmp_path):
-    """A worker that lowered its priority (every thread of it) starts its children there,
-    warm-started (forked by a server at normal priority) or not."""
+    """A worker that lowered its priority (every thread of it: on Linux, niceness is a
+    thread's) starts its children there, warm-started (forked by a server at normal
+    priority) or not."""
     program = f"""
-import os, sys, psutil
+import os, pathlib, sys, psutil
 from harness import processes
+out = pathlib.Path({str(tmp_path)!r})
 sleeping = [sys.executable, "-m", "timeit", "-n", "1", "-r", "1", "__import__('time').sleep(60)"]
 with processes.server() as address, processes.used_here(address):
     processes.lower_priority(7)
-    children = [processes.start(sleeping, dict(os.environ), {str(tmp_path)!r} + f"/{{i}}.out") for i in range(1)]
+    warm = processes.start(sleeping, dict(os.environ), out / "warm.out")
     processes.turn_warm_start_off()
-    children.append(processes.start(sleeping, dict(os.environ), {str(tmp_path)!r} + "/cold.out"))
-    print(type(children[0]).__name__, [psutil.Process(c.pid).nice() for c in children],
-          {{psutil.Process(os.getpid()).nice()}}, flush=True)
-    for child in children:
+    cold = processes.start(sleeping, dict(os.environ), out / "cold.out")
+    threads = {{os.getpriority(os.PRIO_PROCESS, int(task.name)) for task in pathlib.Path("/proc/self/task").iterdir()}}
+    print(type(warm).__name__, psutil.Process(warm.pid).nice(), psutil.Process(cold.pid).nice(), sorted(threads))
+    for child in (warm, cold):
         processes.stop(child)
 """
     run = subprocess.run([sys.executable, "-c", program], cwd=ROOT, env=QUIET, capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr[-2000:]
-    assert run.stdout.split("\n")[0] == "WarmChild [7, 7] {7}"
+    assert run.stdout.splitlines()[0] == "WarmChild 7 7 [7]"
 
 
 @pytest.mark.slow
