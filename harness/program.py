@@ -47,6 +47,8 @@ from typing import Any
 ROOT = pathlib.Path(__file__).resolve().parents[1]  # the repository
 SECTIONS_DIR = ROOT / "sections"
 SECTION_FILES = "s[0-9][0-9]_*.py"
+# A step whose heading starts so is a digression: it comes last, and pages fold it.
+FURTHER = "Going further: "
 # Imports a page leaves out: the harness is not the reader's.
 HARNESS_IMPORT = re.compile(r"^(from harness(\.\w+)* import .*|import harness(\.\w+)*)$")
 # The experiment's own files, which pages show where they are first used.
@@ -99,6 +101,11 @@ class Step:
     line: int
     blocks: list[Block]
     files: list[ShownFile] = dataclasses.field(default_factory=list)  # first used here
+
+    @property
+    def further(self) -> bool:
+        """A digression: the page folds it at its end, under its heading (FURTHER)."""
+        return self.heading.startswith(FURTHER)
 
     @property
     def checks_code(self) -> str:
@@ -186,6 +193,10 @@ def read(path: pathlib.Path) -> Program:
             blocks.append(Block(kind, "", node.lineno, [node], options))
     if not steps:
         raise LessonSourceError(f"{where}: a lesson has at least one step (lesson.md)")
+    for step, after in zip(steps, steps[1:]):
+        if step.further and not after.further:
+            raise LessonSourceError(f"{where}:{after.line}: a step comes before every '{FURTHER}...' step: the page"
+                                    " folds those at its end")
     for index, step in enumerate(steps):
         for block in step.blocks:
             needed_by = block.options.get("needed_by")

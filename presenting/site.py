@@ -135,7 +135,7 @@ def page(section: dict, info: SectionInfo, report: dict) -> dict:
         printed = {block["line"]: block for block in ran[index]["blocks"]} if index < len(ran) else {}
         checks = [{**c, "claim": shown(c["claim"])} for c in section["checks"] if c.get("step") == index]
         steps.append({
-            "prose": step.prose, "reached": index < len(ran),
+            "prose": step.prose, "reached": index < len(ran), "further": step.further, "heading": step.heading,
             "files": [(file.path, file.text) for file in step.files],
             "blocks": [{"kind": block.kind, "code": block.code,
                         "printed": shown(printed.get(block.line, {}).get("printed", "")).strip("\n")}

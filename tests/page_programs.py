@@ -20,6 +20,7 @@ from harness.processes import ABSL_PREFIX
 from presenting.notebook import shell_cell
 
 FENCE = re.compile(r"^```(\w*)\n(.*?)\n```$", re.S | re.M)
+FOLD_TAG = re.compile(r"</?details[^>]*>")
 # What Kauldron prints only in a notebook (`epy.is_notebook()`), where elsewhere it logs or
 # stays silent: kauldron/utils/status_utils.py's `log` (training starts) and
 # kauldron/data/py/base.py (a PyGrain pipeline without worker processes).
@@ -42,13 +43,18 @@ class Cell:
 
 
 def page_cells(page: str) -> list[Cell]:
-    """The page's code blocks outside `<details>`, each with the output block after it."""
+    """The page's code blocks outside `<details>`, each with the output block after it; a
+    "Going further" fold at the page's end holds program too (its own check folds aside)."""
     cells: list[Cell] = []
-    folds = 0
+    open_folds: list[bool] = []  # for each <details> open here: is it a Going further fold?
     position = 0
     for match in FENCE.finditer(page):
-        between = page[position:match.start()]
-        folds += between.count("<details") - between.count("</details>")
+        for tag in FOLD_TAG.findall(page[position:match.start()]):
+            if tag.startswith("</"):
+                open_folds.pop()
+            else:
+                open_folds.append('class="further"' in tag)
+        folds = sum(not further for further in open_folds)
         position = match.end()
         language, text = match.groups()
         if folds:

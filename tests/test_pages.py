@@ -89,6 +89,16 @@ def test_the_notebook_is_exactly_the_pages_code(pages):
     assert not any("lesson" in source for source in code)
 
 
+def test_a_going_further_fold_is_program_but_the_checks_folded_in_it_are_not():
+    page = ("```python\nstory = 1\n```\n\n<details markdown=\"1\">\n<summary>✔ 1 check</summary>\n\n"
+            "```python\ncheck = 1\n```\n</details>\n\n<details markdown=\"1\" class=\"further\">\n"
+            "<summary><b>Going further: x</b></summary>\n\n```python\nfurther = 2\n```\n\n```text\n2\n```\n\n"
+            "<details markdown=\"1\">\n<summary>✔ 1 check</summary>\n\n```python\ncheck = 2\n```\n</details>\n"
+            "</details>\n\n<details markdown=\"1\">\n<summary>How this lesson checks it</summary>\n\n"
+            "```python\ndef helper(): ...\n```\n</details>\n")
+    assert [(cell.code, cell.shows) for cell in page_cells(page)] == [("story = 1", ""), ("further = 2", "2")]
+
+
 def test_a_shell_block_is_a_bang_line_in_the_notebook_and_a_script_a_bash_cell():
     assert notebook.shell_cell("python -m kauldron.main \\\n    --cfg=configs/x.py") == \
         "!python -m kauldron.main --cfg=configs/x.py"
