@@ -63,7 +63,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         help="run the sections in N worker processes, printing each whole and in order (default: the "
         "number of CPU cores, plus one if a lesson that mostly waits on processes of its own is chosen: "
         f"{default_jobs(registry.catalog())} here for the whole tutorial; 1: all in this process)")
-    add("--plots", metavar="DIR", help="also draw the sections' figures as PNG files in DIR (needs matplotlib)")
+    add("--plots", metavar="DIR", help="also write the sections' figures (their pages' matplotlib code) as PNG files in DIR")
     add("--notebook", metavar="PATH",
         help="write the selected sections as a Jupyter notebook to PATH and exit (needs nbformat)")
     add("--html", metavar="DIR", help="also write the results as a web page per section in DIR (lesson, code, "
@@ -206,10 +206,14 @@ def main(argv: list[str]) -> int:
         def show_result(result: SectionResult) -> None:
             """Draws the section's figure, if asked, and prints its result line."""
             if plots["dir"] is not None and result.figure is not None:
-                from presenting import plots as drawing
-
                 path = plots["dir"] / f"{registry.file_stem(result.number, result.slug)}.png"
-                drawing.draw(*result.figure, path)
+                if isinstance(result.figure[1], bytes):
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    path.write_bytes(result.figure[1])
+                else:
+                    from presenting import plots as drawing
+
+                    drawing.draw(*result.figure, path)
                 result.plots.append(str(path))
             terminal.print_result(result)
 

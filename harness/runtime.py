@@ -57,6 +57,9 @@ def prepare(cache: pathlib.Path | None = None, workdir: pathlib.Path | None = No
     if workdir is not None:
         os.environ.setdefault("KERAS_HOME", str(workdir / ".keras"))
         os.environ.setdefault("MPLCONFIGDIR", str((cache or workdir) / "matplotlib"))
+    # A page's figure is drawn by its own matplotlib code; here into memory (harness/teaching.py
+    # takes it as a PNG), never into a window.
+    os.environ.setdefault("MPLBACKEND", "Agg")
 
     if cache is not None:
         settings = {**_COMPILE_CACHE_SETTINGS, "jax_compilation_cache_dir": str(cache / "jax")}

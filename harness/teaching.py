@@ -115,6 +115,8 @@ class _Teacher:
                 code = compile(ast.Module(body=block.statements, type_ignores=[]), str(source.path), "exec")
                 try:
                     exec(code, namespace)  # noqa: S102 - the lesson's own code, as a notebook runs a cell
+                    if block.kind == "python":
+                        self._keep_figure(index)
                 except CheckFailed:
                     # A check may fail only because a command of its step, in the background,
                     # died meanwhile (a killed peer): the command's failure is then the cause.
@@ -126,6 +128,23 @@ class _Teacher:
             self.block = None
             self._finish_background(lambda entry: entry.needed_by is None)
         self._finish_background(lambda entry: True)
+
+    def _keep_figure(self, step: int) -> None:
+        """The figure a block of the page's code drew with matplotlib (a notebook shows it
+        under the cell), kept as a PNG for the pages and --plots, and closed. Its title (the
+        pages' alt text) is its suptitle, else its first axes' title, else the step's
+        heading. A page has one figure at most."""
+        pyplot = sys.modules.get("matplotlib.pyplot")
+        for number in pyplot.get_fignums() if pyplot else []:
+            figure = pyplot.figure(number)
+            if self.lesson.figure is not None:
+                raise LessonFailed(f"a page has one figure: step \"{self.lesson.heading}\" draws a second")
+            drawn = io.BytesIO()
+            figure.savefig(drawn, format="png", dpi=100)
+            pyplot.close(figure)
+            titles = [figure.get_suptitle(), *(ax.get_title() for ax in figure.axes), self.lesson.heading]
+            self.lesson.figure = (next(title for title in titles if title), drawn.getvalue())
+            self.lesson.figure_step = step
 
     def shell(self, command: str, *, background: bool, shows: str | None, check: bool, timeout: float,
               needed_by: str | None = None):

@@ -1,7 +1,7 @@
 """Ways to present the tutorial and a run's results, apart from the lessons themselves: the
-notebook export (notebook.py), the figures (plots.py), and the results as pages to read, a
-static HTML site or Markdown (site.py). What they read from a section file without
-importing it is in source.py. The lessons never import this package."""
+notebook export (notebook.py), and the results as pages to read, a static HTML site or
+Markdown (site.py), which read a section file through harness/program.py. The lessons never
+import this package."""
 
 from __future__ import annotations
 
@@ -16,15 +16,10 @@ class Unavailable(Exception):
 
 
 def plotting_to(target: pathlib.Path | None) -> tuple[pathlib.Path | None, str | None]:
-    """Where --plots draws (None: nowhere), and the header line that says so. Without
-    matplotlib the run goes on as if --plots was not given, after one line saying why.
-    Call after the process settings: importing matplotlib writes its config directory."""
+    """Where --plots writes the pages' figures (None: nowhere), and the header line that
+    says so. The figures are the lessons' own matplotlib code: --plots only keeps them."""
     if target is None:
         return None, None
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError:
-        return None, f"plots: not drawn: matplotlib is not installed; install it with: {EXTRAS_INSTALL_COMMAND}"
     return target, f"plots: {target} (a PNG for each selected section that has a figure)"
 
 

@@ -35,18 +35,6 @@ def test_without_nbformat_notebook_export_says_how_to_install_it(tutorial, tmp_p
     assert not (tmp_path / "t.ipynb").exists()
 
 
-def test_without_matplotlib_plots_say_how_to_install_it_and_nothing_else_changes(tutorial, tmp_path):
-    """Sections that need no Kauldron Trainer (whose kd.inspect imports matplotlib itself)."""
-    plots = tmp_path / "plots"
-    run = tutorial("kontext", "loss", "--plots", str(plots), env=shadow_module(tmp_path / "shadow", "matplotlib"))
-    assert run.returncode == 0, run.stdout[-2000:]
-    (note,) = [line for line in run.stdout.splitlines() if line.startswith("plots:")]
-    assert "matplotlib is not installed" in note and "pip install -r requirements-extras.txt" in note
-    assert "Traceback" not in run.stdout + run.stderr
-    assert run.statuses() == {"kontext": "passed", "loss-metric": "passed"}
-    assert list(plots.iterdir()) == []
-
-
 def test_a_failed_section_is_shown_failed_on_its_page_with_its_error(tutorial, tmp_path):
     env = dict(os.environ, **{teaching.FAIL_SECTION_ENV: "kontext"})
     run = tutorial("kontext", "konfig", "--html", str(tmp_path / "site"), "--markdown", str(tmp_path / "md"), env=env)
