@@ -48,20 +48,23 @@ def evaluators_and_summaries(lesson: Lesson, workdir):
                            internal="reads orbax's file layout")
 
     lesson.md("""
-    ## An eval job on the finished run, and meanwhile what `heldout` wrote
+    ## An eval job on the finished run, and what `heldout` wrote
 
     `--eval_names=every,final` makes `kauldron.main` run `continuous_eval` instead of
     `train()`: a job of its own, which on a cluster runs beside the training. Each time
     it looks at the checkpoints, orbax's `checkpoints_iterator` gives it the *newest*
     one: `every` (`StandaloneEveryCheckpoint`) evaluates that one, and never sees those
     saved in between; `final` (`StandaloneLastCheckpoint`) evaluates once, at the end,
-    the last checkpoint the job restored. The job waits 10 s between looks and stops
-    when no new checkpoint came for 10 s and training has written `train_complete.txt`:
-    even on a finished run it takes about 20 s. Nothing below needs its result until the
-    last step: started in a terminal of its own (or with `&`), it runs meanwhile.
+    the last checkpoint the job restored. After each checkpoint it waits 10 s, then
+    looks for a newer one for up to 10 s, and it stops when none came and
+    `train_complete.txt`, which `train()` writes at its end, exists: even on a finished
+    run it takes about 20 s. Before all that, it waits for the `element_spec.json` that
+    `train()` writes as a run starts. It never gives up by itself: pointed at a mistyped
+    workdir, or at a run that crashed, it waits for ever, logging `Waiting for
+    element_spec` or `Timed out waiting for new checkpoint` every 10 s.
 
-    Meanwhile, the config resolved here, on the same workdir, is for reading the run
-    back: it names each evaluator by its key in `cfg.evals`. `heldout/` holds what that
+    The config resolved here, on the same workdir, is for reading the run back: it
+    names each evaluator by its key in `cfg.evals`. `heldout/` holds what that
     evaluator wrote along training: its loss and metric at steps 0, 20 and 40, each
     pooled over all 128 rows. Restoring each step's checkpoint and computing them with
     numpy gives the same numbers.
@@ -80,7 +83,7 @@ def evaluators_and_summaries(lesson: Lesson, workdir):
         lesson.check_equal({key: evaluator.name for key, evaluator in trainer.evals.items()},
                            {"heldout": "heldout", "every": "every", "final": "final"},
                            "each resolved evaluator's name: its key in cfg.evals")
-        lesson.check(still_running(eval_job.pids), "the eval job was still running while the lesson read heldout/")
+        check_waits(lesson, trainer, workdir)
         lesson.skip_check("on a cluster, Kauldron's launcher runs the eval job beside the training job",
                           "kauldron.kxm, the XManager launcher, does not import from PyPI")
         check_heldout_against_checkpoints(lesson, trainer, written)
@@ -177,7 +180,7 @@ def evaluators_and_summaries(lesson: Lesson, workdir):
         print(name, {tag: {step: round(float(value), 6) for step, value in values.items()}
                      for tag, values in read_tensors(workdir / "run", name).items() if tag.startswith(("losses", "metrics"))})
     with lesson.checks():
-        lesson.check(eval_job.seconds >= 19, "the eval job ran on while the lesson read the run, for at least its two 10-s waits")
+        lesson.check(eval_job.seconds >= 19, "the eval job took at least its two 10-s waits")
         every, final = read_tensors(workdir / "run", "every"), read_tensors(workdir / "run", "final")
         lesson.check_equal(sorted(every["losses/logcosh"]), [40],
                            "the steps every/ evaluated on a finished run: the newest checkpoint's only")
@@ -196,18 +199,68 @@ def evaluators_and_summaries(lesson: Lesson, workdir):
 
 
 # How the lesson checks itself.
-import numpy as np  # noqa: E402 - the checks' own, not the page's
-import psutil  # noqa: E402
+import types  # noqa: E402 - the checks' own, not the page's
+
+import numpy as np  # noqa: E402
 
 from sections.parts.regression import make_data  # noqa: E402
 
 
-def still_running(pids: list[int]) -> bool:
-    """Whether the processes are all alive (not ended, nor ended and not yet reaped)."""
-    try:
-        return bool(pids) and all(psutil.Process(pid).status() != psutil.STATUS_ZOMBIE for pid in pids)
-    except psutil.NoSuchProcess:
-        return False
+def check_waits(lesson: Lesson, trainer, workdir) -> None:
+    """What an eval job waits for, on the finished run and on a workdir that holds nothing
+    of a run, as a mistyped one would."""
+    lesson.check((workdir / "run" / "element_spec.json").is_file(), "train() wrote element_spec.json to the workdir",
+                 internal="reads Kauldron's file layout")
+    on_run, _, _ = eval_job_waits(trainer)
+    lesson.check_equal(on_run, [], "seconds slept waiting for element_spec.json on the finished run",
+                       internal="runs Kauldron's private eval functions")
+    cfg = heldout_config.get_config()
+    cfg.workdir = str(workdir / "mistyped")
+    sleeps, logged, iterator = eval_job_waits(konfig.resolve(cfg))
+    lesson.check(sleeps == [10, 10, 10] and len(logged) == 3 and all(line.startswith("Waiting for element_spec")
+                                                                     for line in logged),
+                 "on a workdir without element_spec.json: a 10-s sleep and a 'Waiting for element_spec' line, three"
+                 " times (stopped here), and on", internal="runs Kauldron's private eval functions")
+    lesson.check_equal((iterator["min_interval_secs"], iterator["timeout"]), (10, 10),
+                       "the eval job's (min_interval_secs, timeout) for orbax's checkpoints_iterator",
+                       internal="runs Kauldron's private eval functions")
+    stops_without = iterator["timeout_fn"]()
+    (workdir / "mistyped" / "train_complete.txt").touch()
+    lesson.check(not stops_without and iterator["timeout_fn"](),
+                 "after a timeout, the eval job stops only once train_complete.txt exists in the workdir",
+                 internal="runs Kauldron's private eval functions")
+
+
+def eval_job_waits(trainer) -> tuple[list, list, dict]:
+    """What an eval job on `trainer`'s workdir waits on, from Kauldron's eval code run
+    here with its sleeps stopped: the seconds slept and lines logged while it looks for
+    element_spec.json (stopped after three), and the arguments it gives orbax's
+    checkpoints_iterator (which is not called)."""
+    from unittest import mock
+
+    from kauldron.evals import eval_impl
+
+    sleeps, logged, iterator = [], [], {}
+
+    def sleep(seconds):
+        sleeps.append(seconds)
+        if len(sleeps) == 3:
+            raise TimeoutError("stopped here")
+
+    def iter_new_checkpoints(self, **kwargs):
+        iterator.update(kwargs)
+        return iter(())
+
+    with (mock.patch.object(eval_impl, "time", types.SimpleNamespace(sleep=sleep)),
+          mock.patch.object(eval_impl.logging, "info", lambda message, *args: logged.append(message % args))):
+        try:
+            eval_impl._get_element_spec(trainer)
+        except TimeoutError:
+            pass
+    with mock.patch.object(type(trainer.checkpointer), "iter_new_checkpoints", iter_new_checkpoints):
+        for _ in eval_impl._preemptable_iter_new_checkpoints(trainer=trainer, eval_names=["every"], state=None):
+            pass
+    return sleeps, logged, iterator
 
 
 def heldout_predictions(trainer, params) -> tuple[np.ndarray, np.ndarray]:

@@ -1,11 +1,11 @@
 """The trained model outside Kauldron: the exported forward pass.
 
 With an exporter in its config, `train()` serialises the model's forward pass with
-`jax.export` as training starts. The file holds the computation, not the weights: it takes
-the parameters, a `key` for the model's RNG streams and the inputs, with the batch size
-left free; the weights are in the checkpoints. Whoever serves the model then needs jax and
-orbax, not Kauldron. Which mode the file computes in matters, and it is not the one a
-server wants.
+`jax.export` when a run starts at step 0. The file holds the computation, not the
+weights: it takes the parameters, a `key` for the model's RNG streams and the inputs,
+with the batch size left free; the weights are in the checkpoints. Whoever serves the
+model then needs jax and orbax, not Kauldron. Which mode the file computes in matters,
+and it is not the one a server wants.
 """
 
 import dataclasses
@@ -34,7 +34,8 @@ def serve_without_kauldron(lesson: Lesson, workdir):
 
     A Trainer exports nothing by default (its exporter is a `kd.export.NoopExporter`).
     With `kd.export.JaxModelExporter()`, `train()` writes `train_model.jax_exported` to
-    the workdir. The model here is the MLP with dropout of section 14.
+    the workdir when the run starts at step 0; a run resumed from a later checkpoint
+    writes none. The model here is the MLP with dropout of section 14.
     """)
     cfg = regression_config.get_config()
     cfg.workdir, cfg.num_train_steps = str(workdir / "run"), 20
@@ -48,17 +49,23 @@ def serve_without_kauldron(lesson: Lesson, workdir):
         lesson.check((trainer.workdir / "train_model.jax_exported").is_file(), "train() wrote train_model.jax_exported")
         lesson.check(type(default_exporter(workdir / "default")).__name__ == "NoopExporter",
                      "without an exporter in the config, a Trainer's exporter is a NoopExporter")
+        import os
+
+        exported_at = os.stat(trainer.workdir / "train_model.jax_exported").st_mtime_ns
+        trainer.train()  # the same run again: it resumes from ckpt_20
+        lesson.check(os.stat(trainer.workdir / "train_model.jax_exported").st_mtime_ns == exported_at,
+                     "train() resumed from ckpt_20 wrote no export")
 
     lesson.md("""
     ## What `train()` exported: the training mode
 
     The file is the forward pass for CPU and TPU, in *training* mode: dropout is on, with
-    the training RNG streams seeded from `key`, so two keys give two predictions, and the
-    model records that it was training. Its arguments are `params`, `key` and the
+    `key` folded into the training RNG streams, so two keys give two predictions, and
+    the model records that it was training. Its arguments are `params`, `key` and the
     model's inputs, and nothing else: `JaxModelExporter` applies the model to
-    `{"params": params}` alone. So a model with other collections, BatchNorm's
-    `batch_stats` for one, cannot be exported with it: its export runs on freshly
-    initialised statistics, not the trained ones, and says nothing.
+    `{"params": params}` alone, so no other collection of the state goes in. A
+    BatchNorm layer in this training-mode file normalises each call's rows with their
+    own statistics.
     """)
     exported = jax.export.deserialize(bytearray((trainer.workdir / "train_model.jax_exported").read_bytes()))
     x = make_data("eval")["x"]
@@ -74,17 +81,20 @@ def serve_without_kauldron(lesson: Lesson, workdir):
         lesson.check(not np.array_equal(outputs[0]["preds"]["y"], outputs[1]["preds"]["y"]),
                      "two keys, two predictions: dropout is on")
         lesson.check_equal(float(outputs[0]["interms"]["is_training"][0]), 1.0, "the model recorded is_training")
-        with_state_stats, with_fresh_stats, arguments = export_batchnorm_model(trainer, state, x)
-        lesson.check("batch_stats" not in arguments and with_fresh_stats and not with_state_stats,
-                     "a BatchNorm model exported by JaxModelExporter (eval mode) computes with freshly initialised"
-                     " batch_stats, not the state's, which it takes no argument for")
+        batchnorm = export_batchnorm_model(trainer, state, x, is_training=True)
+        lesson.check(batchnorm["arguments"] == ["inputs", "key", "params"] and batchnorm["own rows"]
+                     and not batchnorm["fresh"] and not batchnorm["state's"],
+                     "a BatchNorm model exported in training mode normalises with the rows' own statistics,"
+                     " neither fresh nor the state's batch_stats, which it takes no argument for")
 
     lesson.md("""
     ## Export for serving: the same exporter, in eval mode
 
     `train()` always exports in training mode. For serving, call the exporter yourself
     with `is_training=False`, under another name: dropout is then off, the key no longer
-    matters, and the predictions are the model's own in eval mode.
+    matters, and the predictions are the model's own in eval mode. A model with
+    BatchNorm cannot be served this way: its trained statistics are not among the
+    arguments, so its eval-mode file normalises with freshly initialised ones, silently.
     """)
     serving = dataclasses.replace(trainer.exporter, name="eval_model")
     serving.export(model=trainer.model, state=state, element_spec=trainer.train_ds.element_spec, is_training=False)
@@ -95,6 +105,10 @@ def serve_without_kauldron(lesson: Lesson, workdir):
     with lesson.checks():
         lesson.check(np.array_equal(served_here[0], served_here[1]), "in eval mode, two keys give the same predictions")
         lesson.check(np.array_equal(served_here[0], own), "the eval-mode export = the model's own eval-mode predictions")
+        batchnorm = export_batchnorm_model(trainer, state, x, is_training=False)
+        lesson.check(batchnorm["fresh"] and not batchnorm["state's"] and not batchnorm["own rows"],
+                     "a BatchNorm model exported in eval mode normalises with freshly initialised batch_stats,"
+                     " not the state's")
 
     lesson.md("""
     ## Serve it without Kauldron
@@ -103,8 +117,8 @@ def serve_without_kauldron(lesson: Lesson, workdir):
     parameters with jax and orbax only, and imports neither Kauldron, nor Flax, nor
     TensorFlow: `-X importtime` makes Python list every module it imports, and none of
     them is there. Its predictions are the model's own with the checkpoint's parameters,
-    bit for bit, for any batch size; rows of the wrong width are refused with the shape
-    it expects.
+    bit for bit; the batch size is free, and rows of the wrong width are refused with
+    the shape it expects.
     """)
     np.save(workdir / "inputs.npy", x)
     serve = lesson.shell("python -X importtime -m sections.parts.serve_exported $WORKDIR/run/eval_model.jax_exported"
@@ -142,10 +156,11 @@ def imported_packages(output: str) -> set[str]:
     return {name.split(".")[0] for name in lines if name and name != "imported package"}
 
 
-def export_batchnorm_model(trainer, state, x) -> tuple[bool, bool, list[str]]:
-    """A model with BatchNorm, exported in eval mode by the Trainer's exporter with a
-    state holding batch statistics that are not the initial ones: whether the export's
-    predictions are those with the state's statistics, with fresh ones, and its arguments."""
+def export_batchnorm_model(trainer, state, x, is_training: bool) -> dict:
+    """A model with BatchNorm, exported in a mode by the Trainer's exporter with a state
+    holding batch statistics that are not the initial ones: whether the export's
+    predictions for `x` are those with the state's statistics, with fresh ones, or with
+    the rows' own (training mode's normalisation), and the export's arguments."""
     import flax.linen as nn
     from kauldron import kontext
 
@@ -161,13 +176,17 @@ def export_batchnorm_model(trainer, state, x) -> tuple[bool, bool, list[str]]:
     fresh = model.init(jax.random.key(0), x, is_training_property=False)
     trained_stats = jax.tree.map(lambda value: value + 3.0, fresh["batch_stats"])  # as if trained
     bn_state = state.replace(params=fresh["params"], collections={"batch_stats": trained_stats})
-    dataclasses.replace(trainer.exporter, name="batchnorm_model").export(
-        model=model, state=bn_state, element_spec=trainer.train_ds.element_spec, is_training=False)
-    exported = jax.export.deserialize(bytearray((trainer.workdir / "batchnorm_model.jax_exported").read_bytes()))
+    name = f"batchnorm_{'train' if is_training else 'eval'}"
+    dataclasses.replace(trainer.exporter, name=name).export(
+        model=model, state=bn_state, element_spec=trainer.train_ds.element_spec, is_training=is_training)
+    exported = jax.export.deserialize(bytearray((trainer.workdir / f"{name}.jax_exported").read_bytes()))
     preds = np.asarray(exported.call(params=fresh["params"], key=jax.random.key_data(jax.random.key(0)), inputs=x)["preds"]["y"])
-    with_state = model.apply({"params": fresh["params"], "batch_stats": trained_stats}, x, is_training_property=False)["y"]
-    with_fresh = model.apply(fresh, x, is_training_property=False)["y"]
-    # The two candidates differ by about 1 here; an exported program may round differently
+    candidates = {
+        "state's": model.apply({"params": fresh["params"], "batch_stats": trained_stats}, x, is_training_property=False)["y"],
+        "fresh": model.apply(fresh, x, is_training_property=False)["y"],
+        "own rows": model.apply(fresh, x, is_training_property=True, mutable=["batch_stats"])[0]["y"],
+    }
+    # The candidates differ by 0.1 or more here; an exported program may round differently
     # from a jitted one by an ulp or so, which np.allclose's relative default rejects near 0.
-    return (np.allclose(preds, with_state, atol=1e-5), np.allclose(preds, with_fresh, atol=1e-5),
-            sorted(exported.in_tree.unflatten(exported.in_avals)[1]))
+    return {**{what: bool(np.allclose(preds, value, atol=1e-5)) for what, value in candidates.items()},
+            "arguments": sorted(exported.in_tree.unflatten(exported.in_avals)[1])}

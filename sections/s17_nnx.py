@@ -54,6 +54,10 @@ def an_nnx_model(lesson: Lesson, workdir):
                      "the training loss fell at least 10x over 100 steps")
         lesson.check(all(np.isfinite(row["metrics/enc_norm"]) and row["metrics/enc_norm"] > 0 for row in logged.values()),
                      "kd.metrics.Norm read the sown value at interms.enc_out.value[0] at every logged step")
+        captured = trainer.model.apply({"params": state.params, **state.collections}, make_data("eval")["x"],
+                                       mutable=True, capture_intermediates=True, is_training_property=False)[1]
+        lesson.check_equal(sorted(captured["intermediates"]), ["enc_out"],
+                           "what the NNX model's forward captures, asked to capture intermediates: the sown value only")
 
     lesson.md("""
     ## The parameters, and what travels with them
@@ -84,9 +88,10 @@ def an_nnx_model(lesson: Lesson, workdir):
 
     Kauldron tells the module its mode with the same flag as a Linen module's
     (`is_training_property`), and `KdNnxModule` turns it into NNX's own
-    `module.train()` or `module.eval()`, which switch `nnx.Dropout` on or off. In
-    evaluation no RNG is reseeded (unless a stream has `eval=True`): the module runs on
-    the key and counter its state holds, so evaluating twice gives the same outputs.
+    `module.train()` or `module.eval()`, which switch `nnx.Dropout` on or off. An
+    evaluator reseeds only the RNG streams with `eval=True` (none by default), from
+    each batch's index. Otherwise a module that draws randomness in eval mode draws it
+    from the key and counter its state holds: the same numbers for every batch.
     """)
     cfg.workdir, cfg.model.dropout = str(workdir / "dropout"), 0.5
     dropout = konfig.resolve(cfg)
@@ -100,9 +105,15 @@ def an_nnx_model(lesson: Lesson, workdir):
         lesson.check(not np.array_equal(train_1, train_2), "in train mode, two dropout keys give different outputs")
         lesson.check(np.array_equal(evaluated, MLP(inputs="batch.x").apply({"params": plain(start.params)}, x)["y"]),
                      "in eval mode, dropout is off: the outputs are the Linen MLP's with the same values")
-        lesson.check(np.array_equal(evaluated, dropout.model.apply(variables, x, is_training_property=False)["y"]),
-                     "evaluating twice gives the same outputs")
         lesson.check_equal(dropout.rng_streams.eval_rngs(0), {}, "the RNG streams an evaluator passes, none with eval=True")
+        noisy = NoisyInEval(inputs="batch.x")
+        first, second = (as_an_evaluator(noisy, dropout.rng_streams, step, x) for step in (0, 1))
+        lesson.check((first == 0).any() and np.array_equal(first, second),
+                     "a module that draws dropout in eval mode, run as an evaluator runs it (jitted, the Trainer's"
+                     " streams) for batches 0 and 1: the same draws")
+        reseeded = dataclasses.replace(dropout.rng_streams, stream_overwrites=[kd.train.RngStream("dropout", eval=True)])
+        lesson.check(not np.array_equal(as_an_evaluator(noisy, reseeded, 0, x), as_an_evaluator(noisy, reseeded, 1, x)),
+                     "with a dropout stream of eval=True, batches 0 and 1: other draws (reseeded from the batch's index)")
 
     lesson.md("""
     ## The same numbers as the Linen MLP
@@ -153,9 +164,63 @@ def an_nnx_model(lesson: Lesson, workdir):
         lesson.check(args == () and list(kwargs) == ["inputs"] and kwargs["inputs"] is x,
                      "a subclass with inputs: kontext.Key = 'batch.x' is given batch['x'] as inputs=",
                      internal="a private name")
+
+    lesson.md("""
+    ## Going further: outside `jit`, `apply` advances the state's RNG counter
+
+    Given no `rngs`, `KdNnxModule.apply` reseeds nothing and draws from the key and
+    counter in the variables it is given. Called outside `jit`, it advances that counter
+    in those very variables: two calls draw different numbers, and the state has changed.
+    Under `jit`, as in Kauldron's steps, the variables given are left as they were.
+    """)
+    counter = start.collections["nnx"]["rng_vars"]["drop"]["rngs"]["count"]
+    before = int(counter.get_value())
+    once = dropout.model.apply(variables, x, is_training_property=True)["y"]
+    twice = dropout.model.apply(variables, x, is_training_property=True)["y"]
+    print(before, int(counter.get_value()), np.array_equal(once, twice))
+    with lesson.checks():
+        lesson.check(int(counter.get_value()) == before + 2 and not np.array_equal(once, twice),
+                     "two calls outside jit without rngs: the state's counter advanced by 2, other draws")
+        jitted = jax.jit(lambda variables: dropout.model.apply(variables, x, is_training_property=True)["y"])
+        lesson.check(np.array_equal(jitted(variables), jitted(variables)) and int(counter.get_value()) == before + 2,
+                     "two calls under jit: the same draws, the state's counter unchanged")
         lesson.fact("logcosh", {"0": logged[0]["losses/logcosh"], "100": logged[100]["losses/logcosh"]})
         lesson.summary = (f"NNX MLP: logcosh {logged[0]['losses/logcosh']:.4f} -> {logged[100]['losses/logcosh']:.4f};"
                           " its mode; Linen's outputs; an nnx.Linear wrapped")
+
+
+# How the lesson checks itself.
+import dataclasses  # noqa: E402 - the checks' own, not the page's
+
+from kauldron import kd, kontext  # noqa: E402
+
+
+@dataclasses.dataclass(kw_only=True)
+class NoisyInEval(knnx.KdNnxModule):
+    """An NNX module that draws randomness in every mode: dropout kept on in eval mode."""
+
+    inputs: kontext.Key = kontext.REQUIRED
+
+    def setup(self, rngs: nnx.Rngs | None = None):
+        self.drop = nnx.Dropout(0.5, rngs=rngs)
+
+    def __call__(self, inputs):
+        return {"y": self.drop(inputs, deterministic=False)}
+
+
+def as_an_evaluator(model, streams, batch_index: int, x) -> np.ndarray:
+    """The model's eval-mode output for rows of ones shaped as `x`, initialised from a fixed
+    key, computed as an evaluator's step computes it for its batch `batch_index`:
+    `kd.train.forward`, jitted, with `streams.eval_rngs(batch_index)`."""
+    variables = model.init({"params": jax.random.key(0), "dropout": jax.random.key(1)})
+    context = kd.train.Context(step=0, batch={"x": np.ones_like(x)})
+
+    @jax.jit
+    def step_fn(params, collections):
+        ctx = context.replace(params=params, collections=collections)
+        return kd.train.forward(context=ctx, model=model, rngs=streams.eval_rngs(batch_index), is_training=False).preds["y"]
+
+    return np.asarray(step_fn(variables["params"], {"nnx": variables["nnx"]}))
 
 
 def experiment(workdir, seed: int):
@@ -176,9 +241,6 @@ def plain(params):
 
 def keyed_wrapper(features: int):
     """LinenModuleFromNnxDef with a key path for its input: an nnx.Linear fed `batch.x`."""
-    import dataclasses
-
-    from kauldron import kontext
 
     @dataclasses.dataclass(kw_only=True)
     class KeyedLinear(knnx.LinenModuleFromNnxDef):

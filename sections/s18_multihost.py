@@ -56,8 +56,10 @@ def two_processes_one_job(lesson: Lesson, workdir):
     devices. jax's coordinator listens on every interface (`[::]:PORT`) unless told
     otherwise, an open, unauthenticated port: `JAX_COORDINATOR_BIND_ADDRESS` binds it to
     loopback (on a cluster, bind it to the job's private network; gloo listens on the
-    address the host name resolves to). Meanwhile, the same experiment trains in one
-    process on one device, for reference.
+    address the host name resolves to). The third command trains the same experiment
+    meanwhile in one process on one device, for reference. The block is one bash
+    script (a `%%bash` cell in a notebook): each `&` starts a process in the
+    background, and `wait` waits for all three.
     """)
     job = lesson.shell("""JAX_COORDINATOR_BIND_ADDRESS=127.0.0.1:$PORT XLA_FLAGS=--xla_force_host_platform_device_count=4 \\
       python -m sections.parts.distributed_main --coordinator_address=127.0.0.1:$PORT --num_processes=2 \\
@@ -65,11 +67,10 @@ def two_processes_one_job(lesson: Lesson, workdir):
     JAX_COORDINATOR_BIND_ADDRESS=127.0.0.1:$PORT XLA_FLAGS=--xla_force_host_platform_device_count=4 \\
       python -m sections.parts.distributed_main --coordinator_address=127.0.0.1:$PORT --num_processes=2 \\
       --process_id=1 --cfg=configs/multihost.py --cfg.workdir=$WORKDIR/job &
+    python -m kauldron.main --cfg=configs/multihost.py --cfg.workdir=$WORKDIR/reference &
     wait""", background=True, shows=r"^process 0 of 2")
-    lesson.shell("python -m kauldron.main --cfg=configs/multihost.py --cfg.workdir=$WORKDIR/reference",
-                 background=True, shows=r"^Starting training loop")
     with lesson.checks():
-        listeners = listening_while_running(job.pids)
+        listeners = listening_while_running(job.pids[:2])  # the job's two processes, started first
         lesson.check({address for address, bound in listeners if bound == port} == {"127.0.0.1"},
                      "while the job ran, its coordinator's port was bound on 127.0.0.1 only")
         host = socket.gethostbyname(socket.gethostname())
@@ -124,10 +125,13 @@ def two_processes_one_job(lesson: Lesson, workdir):
 
     The job wrote one checkpoint per saved step, not one per process: each process
     wrote its own arrays into it. A plain `kauldron.main`, one process on one device,
-    resumes it where the job stopped and trains on to step 40.
+    resumes it and trains on to step 40. The parameters, the optimizer's state and the
+    step come back from `ckpt_20`; the position in the data does not: an
+    `InMemoryPipeline` is not checkpointed, so the resumed run reads its batches again
+    from the first.
     """)
-    lesson.shell("python -m kauldron.main --cfg=configs/multihost.py --cfg.workdir=$WORKDIR/job --cfg.num_train_steps=40",
-                 shows=r"^Starting training loop")
+    resumed = lesson.shell("python -m kauldron.main --cfg=configs/multihost.py --cfg.workdir=$WORKDIR/job"
+                           " --cfg.num_train_steps=40", shows=r"^Starting training loop")
     print(sorted(path.name for path in (workdir / "job" / "checkpoints").iterdir()))
     print(sorted(read_scalars(workdir / "job", "train")))
     with lesson.checks():
@@ -140,11 +144,13 @@ def two_processes_one_job(lesson: Lesson, workdir):
                            internal="reads orbax's file layout")
         lesson.check_equal(sorted(read_scalars(workdir / "job", "train")), [0, 10, 20, 30, 40],
                            "the steps logged in the job's workdir: the job's, then the resumed run's from 20 on")
+        check_resumed(lesson, workdir, resumed.output, curves["job"][20])
         lesson.fact("max_relative_loss_difference", relative)
         lesson.summary = f"2 processes x 4 devices on loopback, 16 rows each per batch; loss within {relative:.1g} of one device's"
 
 
 # How the lesson checks itself.
+import itertools  # noqa: E402
 import pathlib  # noqa: E402
 import time  # noqa: E402
 
@@ -216,6 +222,48 @@ def check_curves(lesson: Lesson, curves: dict, evals: dict, workdir) -> float:
         and abs(evals["job"][step]["losses/logcosh"] / evals["reference"][step]["losses/logcosh"] - 1) <= LOSS_RTOL
         for step in (0, 20)), "the evaluator's within_tol and loss at steps 0 and 20: the same in the job as in one process")
     return relative
+
+
+def check_resumed(lesson: Lesson, workdir, output: str, job_step_20: float) -> None:
+    """The job's step-20 loss and the resumed run's at steps 20 and 30 against training
+    steps computed here from ckpt_20: on the pipeline's batches from its first, with
+    ckpt_20's optimizer state and with a fresh one, and on the batch after the job's 20th."""
+    lesson.check("Starting training loop at step 20" in output, "the resumed run started at step 20",
+                 internal="reads Kauldron's log line")
+    logged = {step: row["losses/logcosh"] for step, row in read_scalars(workdir / "job", "train").items()}
+    computed = losses_from_ckpt_20(workdir)
+    lesson.check_close(job_step_20, computed["21st batch"][20], "the job's step-20 loss = ckpt_20's parameters on the"
+                       " pipeline's 21st batch", rel=LOSS_RTOL)
+    lesson.check_close(logged[20], computed["from the first batch"][20], "the resumed run's step-20 loss = ckpt_20's"
+                       " parameters on the pipeline's first batch: the data restarted", rel=LOSS_RTOL)
+    lesson.check(abs(computed["21st batch"][20] / computed["from the first batch"][20] - 1) > 100 * LOSS_RTOL,
+                 "ckpt_20's loss on the 21st batch and on the first differ by more than 100 x that rtol")
+    lesson.check_close(logged[30], computed["from the first batch"][30], "the resumed run's step-30 loss = 10 steps"
+                       " from ckpt_20's parameters and optimizer state, on the pipeline's first batches", rel=LOSS_RTOL)
+    lesson.check(abs(logged[30] / computed["fresh optimizer"][30] - 1) > 100 * LOSS_RTOL,
+                 "the resumed run's step-30 loss is not that of 10 steps from a fresh optimizer state")
+
+
+def losses_from_ckpt_20(workdir) -> dict[str, dict[int, float]]:
+    """Training losses by step from the job's ckpt_20, computed here, each run on its own
+    batches of the pipeline: from its first (steps 20 to 30), the same with a fresh
+    optimizer state, and its 21st batch (step 20 alone, as the job's last step read it)."""
+    cfg = multihost_config.get_config()
+    cfg.workdir = str(workdir / "reference")  # its records are there already: nothing is written
+    trainer = konfig.resolve(cfg)
+    checkpointer = kd.ckpts.Checkpointer(workdir=workdir / "job", save_interval_steps=1)
+    runs = {"from the first batch": (0, 11, False), "fresh optimizer": (0, 11, True), "21st batch": (20, 1, False)}
+    losses = {}
+    for run, (skipped, steps, fresh_optimizer) in runs.items():
+        state = checkpointer.restore(trainer.init_state(), step=20)  # anew: a step donates its state
+        if fresh_optimizer:
+            state = state.replace(opt_state=trainer.init_state().opt_state)
+        batches = itertools.islice(iter(trainer.train_ds), skipped, None)
+        losses[run] = {}
+        for step in range(20, 20 + steps):
+            state, aux = trainer.trainstep.step(state, next(batches), return_losses=True)
+            losses[run][step] = float(aux.compute().loss_values["losses/logcosh"])
+    return losses
 
 
 def within_tol_of_first_batch(workdir) -> float:
