@@ -9,11 +9,12 @@ recomputed from the checkpoints.
 
 import io
 
+import matplotlib.pyplot as plt
 from kauldron import kd, konfig
 from PIL import Image
 
 from configs import heldout as heldout_config
-from harness import Lesson, Panel, section
+from harness import Lesson, section
 from sections.parts.logs import read_tensors
 
 with konfig.imports():
@@ -93,11 +94,19 @@ def evaluators_and_summaries(lesson: Lesson, workdir):
 
     Every `log_summaries_every` steps, `train/` gets a histogram of the predictions
     (buckets of left edge, right edge, count) and an image of the encoder's output, a
-    32 x 32 PNG for a batch of 32 rows.
+    32 x 32 PNG for a batch of 32 rows. The same files hold the training loss, drawn
+    below beside the evaluator's metric.
     """)
     summaries = read_tensors(workdir / "run", "train")
     histogram, png = summaries["summaries/preds"][40], summaries["summaries/enc"][40][2]
     print(histogram.shape, Image.open(io.BytesIO(png)).size)
+    fig, (loss_ax, metric_ax) = plt.subplots(1, 2, figsize=(11, 4), layout="constrained")
+    loss, metric = summaries["losses/logcosh"], written["metrics/within_0.1"]
+    loss_ax.semilogy(sorted(loss), [float(loss[step]) for step in sorted(loss)], marker="o")
+    loss_ax.set(title="training loss (train/)", xlabel="step", ylabel="logcosh (log scale)")
+    metric_ax.plot(sorted(metric), [float(metric[step]) for step in sorted(metric)], marker="o")
+    metric_ax.set(title="evaluator's metric (heldout/)", xlabel="step", ylabel="fraction within 0.1")
+    fig.suptitle("Read back from the run's event files")
     with lesson.checks():
         lesson.check_equal((sorted(summaries["summaries/preds"]), sorted(summaries["summaries/enc"])),
                            ([0, 20, 40], [0, 20, 40]), "the steps with a histogram and an image")
@@ -121,7 +130,6 @@ def evaluators_and_summaries(lesson: Lesson, workdir):
         lesson.check_equal([float(by_hand.loss_values["losses/logcosh"]), float(by_hand.metric_values["metrics/within_0.1"])],
                            [float(written["losses/logcosh"][40]), float(written["metrics/within_0.1"][40])],
                            "evaluate(ckpt_40's state, 40) = what the run logged at step 40")
-        plot_read_back(lesson, summaries, written)
 
     lesson.md("""
     ## From PyPI, an eval job without the optimizer state fails
@@ -280,13 +288,3 @@ def check_heldout_against_checkpoints(lesson: Lesson, trainer, written: dict) ->
                            f"heldout logcosh at step {step} = numpy's with ckpt_{step}", rel=1e-5)
         lesson.check_close(float(written["metrics/within_0.1"][step]), float(np.mean(np.abs(preds - targets) < 0.1)),
                            f"heldout within_0.1 at step {step} = numpy's with ckpt_{step}")
-
-
-def plot_read_back(lesson: Lesson, summaries: dict, written: dict) -> None:
-    loss = {step: float(v) for step, v in summaries["losses/logcosh"].items()}
-    metric = {step: float(v) for step, v in written["metrics/within_0.1"].items()}
-    lesson.plot("Section 15: read back from the workdir",
-                Panel("training loss (train/)", "step", "logcosh (log scale)", log_y=True,
-                      lines={"train logcosh": (sorted(loss), [loss[s] for s in sorted(loss)])}),
-                Panel("evaluator's metric (heldout/)", "step", "fraction within 0.1",
-                      lines={"heldout within_0.1": (sorted(metric), [metric[s] for s in sorted(metric)])}))
