@@ -21,9 +21,9 @@ from harness.compare import max_difference
 from sections.parts.logs import read_scalars
 
 with konfig.imports():
-    from kauldron import kd
+    from kauldron import kd as kd_cfg
 
-    from sections.parts import regression
+    from sections.parts import regression as regression_cfg
 
 EVERY = 20  # steps between evaluations, and between checkpoints
 
@@ -46,12 +46,12 @@ def evaluate_checkpoint_resume(lesson: Lesson, workdir):
     cfg = regression_config.get_config()
     cfg.workdir = str(workdir / "run")
     cfg.num_train_steps, cfg.log_metrics_every = 40, EVERY
-    cfg.checkpointer = kd.ckpts.Checkpointer(save_interval_steps=EVERY)
-    rows = dict(data_source=regression.RegressionRows("eval"), batch_size=48, shuffle=False, num_epochs=1, num_workers=0)
+    cfg.checkpointer = kd_cfg.ckpts.Checkpointer(save_interval_steps=EVERY)
+    rows = dict(data_source=regression_cfg.RegressionRows("eval"), batch_size=48, shuffle=False, num_epochs=1, num_workers=0)
     cfg.evals = {
-        "eval": kd.evals.Evaluator(run=kd.evals.EveryNSteps(EVERY),
-                                   ds=kd.data.py.DataSource(**rows, batch_drop_remainder=False)),
-        "eval_default": kd.evals.Evaluator(run=kd.evals.EveryNSteps(EVERY), ds=kd.data.py.DataSource(**rows)),
+        "eval": kd_cfg.evals.Evaluator(run=kd_cfg.evals.EveryNSteps(EVERY),
+                                       ds=kd_cfg.data.py.DataSource(**rows, batch_drop_remainder=False)),
+        "eval_default": kd_cfg.evals.Evaluator(run=kd_cfg.evals.EveryNSteps(EVERY), ds=kd_cfg.data.py.DataSource(**rows)),
     }
     first = konfig.resolve(cfg)
     state, _ = first.train()

@@ -33,6 +33,12 @@ def mixture_and_augmentation(lesson: Lesson, workdir):
     examples (a `shifted` flag, the shift); the mixture's run on all of them (the scaling,
     the random rotation, the label's trailing axis). The mixture sets no seed: once the
     Trainer is built, its seed is the Trainer's.
+
+    `Mix` takes from each source its records, its shuffle and its transforms, and
+    ignores the source's `batch_size`, `num_epochs` and `num_workers`: the mixture's
+    own settings decide, and `Mix.num_epochs` counts epochs of the mixture. A batch stacks
+    examples of every source, so each must yield the same keys: a key one source lacks
+    fails the batch, and a dtype that differs is not refused but promoted by numpy.
     """)
     cfg = mixture_config.get_config()
     cfg.workdir = str(workdir / "run")
@@ -53,41 +59,36 @@ def mixture_and_augmentation(lesson: Lesson, workdir):
         lesson.check("seed" not in mixture_config.get_config().train_ds and trainer.train_ds.seed == trainer.seed == 0,
                      "the config sets no seed on the mixture, and the built pipeline's is the Trainer's (0)")
         lesson.check(type(trainer.model) is DigitsMLP, "the model is section 0's, DigitsMLP")
+        nested = mixture_variant(num_epochs=2, batch_size=None, source_fields={"batch_size": 5, "num_epochs": 3})
+        lesson.check(len(nested) == 2 * 1916 and next(iter(nested))["image"].shape == (8, 8, 1),
+                     "sources with batch_size=5 and num_epochs=3 under a Mix of num_epochs=2, unbatched: single"
+                     " examples, 2 epochs of the mixture (2 x 1,916)")
+        lesson.check(not worker_processes_started(mixture_variant(batch_size=64, source_fields={"num_workers": 2})),
+                     "sources with num_workers=2 under a Mix of num_workers=0: no worker processes",
+                     internal="patches grain's IterDataset.mp_prefetch, which Kauldron calls for worker processes")
+        lesson.check_raises(ValueError, lambda: next(iter(mixture_variant(batch_size=64, second_constants={}))),
+                            "a batch of a Mix whose second source yields no `shifted`")
+        promoted = next(iter(mixture_variant(batch_size=64, second_constants={"shifted": 1.0})))["shifted"]
+        lesson.check_equal(promoted.dtype.name, "float64",
+                           "the dtype of `shifted` in a batch of a Mix whose sources give it as int64 and float64")
         lesson.check(not any(workdir.iterdir()), "the lesson has written nothing in its workdir")
 
     lesson.md("""
     ## How exact the mixture is: a quarter, per epoch
 
-    Over 20 batches, 1,280 digits, the fraction of shifted copies should be 0.25 within
-    binomial noise: 4 standard deviations are 4 * sqrt(p (1 - p) / n) = 0.048 for
-    p = 0.25 and n = 1,280. But grain's `MapDataset.mix`, on which `kd.data.py.Mix` is
-    built, draws no source at random: it interleaves the sources in the weights' exact
-    proportion, three and one in every four, and `Mix` (`shuffle=True`, its default)
-    shuffles each epoch of the interleaving. An epoch is 1,916 digits, the longest
-    mixture in which no record repeats (1,437 / 0.75): every real digit once, and 479
-    shifted copies, exactly a quarter. The next epoch takes 479 other shifted copies.
+    `Mix` does not draw each digit's source at random. An epoch of the mixture is 1,916
+    digits, the longest in which no record repeats (1,437 / 0.75), and it holds every
+    real digit once and 479 shifted copies: exactly a quarter. `Mix` (`shuffle=True`,
+    its default) shuffles each epoch, so a batch of 64 holds 16 shifted copies only on
+    average. The next epoch takes 479 other shifted copies.
     """)
     iterator = iter(trainer.train_ds)
     seen = [next(iterator) for _ in range(60)]  # 3,840 digits: two epochs, and 8 more
     mixed = {key: np.concatenate([batch[key] for batch in seen]) for key in ("image", "index", "shifted")}
-    n, p = 20 * 64, 0.25
-    print(f"shifted in the first {n}: {mixed['shifted'][:n].mean():.4f}; 4 sd: {4 * np.sqrt(p * (1 - p) / n):.4f}")
     EPOCH = 1916  # 1,437 real digits / 0.75
     print("shifted per epoch:", [int(mixed["shifted"][e * EPOCH:(e + 1) * EPOCH].sum()) for e in range(2)])
+    print("shifted per batch:", [int(batch["shifted"].sum()) for batch in seen[:10]])
     with lesson.checks():
-        import inspect
-
-        import grain.python as grain
-
-        fraction, tolerance = float(mixed["shifted"][:n].mean()), 4 * float(np.sqrt(p * (1 - p) / n))
-        lesson.check(abs(fraction - p) <= tolerance, f"the shifted fraction of the first {n} digits, {fraction:.4f},"
-                     f" is within 4 binomial standard deviations ({tolerance:.4f}) of the weight {p}")
-        lesson.check("MapDataset.mix" in inspect.getsource(kd.data.py.Mix), "kd.data.py.Mix calls grain's MapDataset.mix",
-                     internal="reads Kauldron's source")
-        interleaved = list(grain.MapDataset.mix([grain.MapDataset.range(0, 300), grain.MapDataset.range(1000, 1100)],
-                                                weights=[0.75, 0.25]))
-        lesson.check(all(sum(value >= 1000 for value in interleaved[k:k + 4]) == 1 for k in range(0, 400, 4)),
-                     "grain's MapDataset.mix with weights 0.75 and 0.25: one of the second source in every four, in order")
         lesson.check(trainer.train_ds.shuffle is True, "kd.data.py.Mix shuffles by default")
         lesson.check_equal(len(konfig.resolve(one_epoch(seed=0))), EPOCH,
                            "the length of one epoch of this kd.data.py.Mix, unbatched")
@@ -99,8 +100,10 @@ def mixture_and_augmentation(lesson: Lesson, workdir):
         shifted_records = [set(mixed["index"][rows][mixed["shifted"][rows] == 1].tolist()) for rows in epochs]
         lesson.check(not shifted_records[0] & shifted_records[1],
                      "the 479 shifted copies of epoch 2 are other records than epoch 1's")
-        lesson.fact("shifted_fraction", {"first_digits": n, "fraction": fraction, "tolerance_4sd": tolerance,
-                                         "per_epoch": [int(mixed["shifted"][rows].sum()) for rows in epochs]})
+        per_batch = [int(batch["shifted"].sum()) for batch in seen[:29]]  # the first epoch's whole batches
+        lesson.check(len(set(per_batch)) > 1, "the first epoch's batches hold different numbers of shifted copies")
+        lesson.fact("shifted_fraction", {"per_epoch": [int(mixed["shifted"][rows].sum()) for rows in epochs],
+                                         "per_batch": per_batch[:10]})
 
     lesson.md("""
     ## The Trainer's seed decides the mixture
@@ -144,7 +147,8 @@ def mixture_and_augmentation(lesson: Lesson, workdir):
     to `max_degrees`. It subclasses `kd.data.py.ElementWiseRandomTransform`, Kauldron's
     base for a random transform of a PyGrain pipeline: a `grain.RandomMapTransform` that
     changes the features its `key` names, with the numpy generator grain's `random_map`
-    gives each example, and passes the others through. (The contrib
+    gives each example, and passes the others through; given several keys (an image
+    and its mask), it hands each a copy of the same generator, so they turn alike. (The contrib
     `kauldron.contrib.data.RandomMapTransform` is TF-Grain's: it does not import from
     PyPI.) Without the augmentation, the mixture holds the same records in the same order,
     each image as its record stores it, the copies shifted; with it, every image of the
@@ -161,10 +165,17 @@ def mixture_and_augmentation(lesson: Lesson, workdir):
     with lesson.checks():
         import grain.python as grain
 
+        from sections.parts.mixture import RandomRotate
+
         lesson.check(issubclass(kd.data.py.ElementWiseRandomTransform, grain.RandomMapTransform),
                      "kd.data.py.ElementWiseRandomTransform is a grain.RandomMapTransform")
         given = list(grain.MapDataset.range(3).seed(0).random_map(lambda x, rng: type(rng)))
         lesson.check(given == [np.random.Generator] * 3, "grain's random_map gives each example a numpy Generator")
+        image = plain["image"][0]
+        turned = RandomRotate(key=["image", "mask"]).random_map({"image": image, "mask": image.copy()},
+                                                                np.random.default_rng(0))
+        lesson.check(np.array_equal(turned["image"], turned["mask"]) and not np.array_equal(turned["image"], image),
+                     "RandomRotate on keys image and mask, both the same image: both rotated, alike")
         error = lesson.check_raises(ModuleNotFoundError, contrib_random_map_transform,
                                     "kauldron.contrib.data.RandomMapTransform from PyPI")
         lesson.check("grain.tensorflow" in str(error), "what it misses: grain.tensorflow, TF-Grain")
@@ -212,8 +223,42 @@ def mixture_and_augmentation(lesson: Lesson, workdir):
         lesson.check_equal(differ, len(first) if grain_reseeds else 0,
                            "the real digits this pipeline augments differently in epoch 2, as grain's repeat does")
         lesson.check(list(first) != list(second), "epoch 2 holds the real digits in another order")
-        lesson.summary = (f"Mix 3:1: {fraction:.4f} shifted in {n} (4 sd {tolerance:.4f}), exactly 479 of {EPOCH}"
-                          f" per epoch; a rotation reproduced by the Trainer's seed, anew in each epoch")
+
+    lesson.md("""
+    ## Going further: grain underneath, an interleave and draws by position
+
+    `kd.data.py.Mix` is built on grain's `MapDataset.mix`, which draws no source at
+    random either: it interleaves the sources in the weights' exact proportion, three
+    of the first and one of the second in every four, and `Mix` shuffles the result. A
+    random transform after it draws each example's generator from the pipeline's seed
+    and the example's position, not from the example: the same seed gives a position
+    the same draw, whatever record the shuffle put there.
+    """)
+    import grain.python as grain
+
+    print(list(grain.MapDataset.mix([grain.MapDataset.range(0, 6), grain.MapDataset.range(100, 102)],
+                                    weights=[0.75, 0.25])))
+
+    def draw(element, rng):  # a random transform that returns its draw
+        return int(rng.integers(1000))
+
+    print([list(grain.MapDataset.range(start, start + 4).seed(0).random_map(draw)) for start in (0, 100)])
+    with lesson.checks():
+        import inspect
+
+        lesson.check("MapDataset.mix" in inspect.getsource(kd.data.py.Mix), "kd.data.py.Mix calls grain's MapDataset.mix",
+                     internal="reads Kauldron's source")
+        interleaved = list(grain.MapDataset.mix([grain.MapDataset.range(0, 300), grain.MapDataset.range(1000, 1100)],
+                                                weights=[0.75, 0.25]))
+        lesson.check(all(sum(value >= 1000 for value in interleaved[k:k + 4]) == 1 for k in range(0, 400, 4)),
+                     "grain's MapDataset.mix with weights 0.75 and 0.25: one of the second source in every four, in order")
+        (records, draws), (other_records, other_draws) = (first_draws(source) for source in ("train", "reversed"))
+        lesson.check(np.array_equal(draws, other_draws) and not np.array_equal(records, other_records)
+                     and len(set(draws.tolist())) > 1,
+                     "two Mixes of one structure and seed, over the digits and over them reversed: other records at"
+                     " each position of the first batch, the same draws")
+        lesson.summary = (f"Mix 3:1: exactly 479 of {EPOCH} shifted per epoch, shuffled; a rotation reproduced by"
+                          " the Trainer's seed, anew in each epoch")
 
 
 def one_epoch(seed: int):
@@ -221,6 +266,61 @@ def one_epoch(seed: int):
     pipeline = mixture_config.get_config().train_ds
     pipeline.num_epochs, pipeline.batch_size, pipeline.seed = 1, None, seed
     return pipeline
+
+
+def mixture_variant(*, source_fields=None, second_constants=None, **mix_fields):
+    """The lesson's mixture built directly, seed 0: `source_fields` set on both sources,
+    the second source's constants replaced by `second_constants`, `mix_fields` on the Mix."""
+    from sections.parts.mixture import Digits
+
+    def source(constants):
+        return kd.data.py.DataSource(data_source=Digits(split="train"), shuffle=True, **(source_fields or {}),
+                                     transforms=[kd.data.py.AddConstants(values=constants)] if constants else [])
+
+    second = {"shifted": 1} if second_constants is None else second_constants
+    return kd.data.py.Mix(datasets=[source({"shifted": 0}), source(second)], weights=[0.75, 0.25], seed=0,
+                          **{"num_workers": 0, **mix_fields})
+
+
+def worker_processes_started(pipeline) -> bool:
+    """Whether reading a pipeline's first batch asks grain for worker processes
+    (`IterDataset.mp_prefetch`, refused here so that none starts)."""
+    from unittest import mock
+
+    import grain.python as grain
+
+    with mock.patch.object(grain.IterDataset, "mp_prefetch", side_effect=RuntimeError("worker processes")) as asked:
+        try:
+            next(iter(pipeline))
+        except RuntimeError:
+            pass
+    return asked.called
+
+
+def first_draws(split: str):
+    """The record indices and the draws of a probe transform in the first batch of a Mix
+    of two sources of `split` ("train", or "reversed": the same digits in reverse order),
+    seed 0: pipelines of the same structure."""
+    import dataclasses
+
+    from sections.parts.mixture import Digits
+
+    @dataclasses.dataclass(frozen=True)
+    class Reversed(Digits):
+        def __getitem__(self, index):
+            return super().__getitem__(len(self) - 1 - index)
+
+    @dataclasses.dataclass(kw_only=True, frozen=True)
+    class Draw(kd.data.py.ElementWiseRandomTransform):
+        def random_map_element(self, element, rng):
+            return np.float64(rng.uniform())
+
+    data = Reversed(split="train") if split == "reversed" else Digits(split="train")
+    sources = [kd.data.py.DataSource(data_source=data, shuffle=True, transforms=[kd.data.py.AddConstants(
+        values={"draw": 0.0})]) for _ in range(2)]
+    batch = next(iter(kd.data.py.Mix(datasets=sources, weights=[0.75, 0.25], seed=0, batch_size=64, num_workers=0,
+                                     transforms=[Draw(key="draw")])))
+    return batch["index"], batch["draw"]
 
 
 def contrib_random_map_transform():

@@ -4,8 +4,9 @@ A Kauldron Trainer logs through its `writer`, by default `kd.train.KDMetricWrite
 writes TensorBoard's event files. A spreadsheet, pandas or a CI job reads a CSV or
 JSON-lines file more easily, with no TensorBoard installed. This recipe subclasses the
 default writer so that it also appends every scalar it logs to `metrics.jsonl` in the
-workdir, sets it in the config, and holds the file against TensorBoard's files of the
-same run, step by step. Kauldron's own extra writers, in `kd.contrib`, come last.
+workdir, sets it in the config, holds the file against TensorBoard's files of the same
+run, step by step, resumes the run, and says what else Kauldron asks of a writer.
+Kauldron's own extra writers, in `kd.contrib`, come last.
 """
 
 import collections
@@ -42,19 +43,23 @@ def metric_writer_of_your_own(lesson: Lesson, workdir):
     own.
 
     The regression experiment is edited for the lesson: 20 steps, logging every 5; a
-    learning-rate schedule in `cfg.schedules`, so that there is one to log; an evaluator
-    on the held-out rows every 10 steps; and the writer in `cfg.writer`. The Trainer fills
-    in the writer's `workdir` with its own and sets its `collection` to `train`; the
-    evaluator writes through a copy of it whose collection is the evaluator's name.
+    second loss, `l1`, so that `losses/total` has two to add; a learning-rate schedule
+    in `cfg.schedules`, so that there is one to log; an evaluator on the held-out rows
+    every 10 steps; a checkpoint every 20 steps, for a resume below; and the writer in
+    `cfg.writer`. The Trainer fills in the writer's `workdir` with its own and sets its
+    `collection` to `train`; the evaluator writes through a copy of it whose collection
+    is the evaluator's name.
     """)
     cfg = regression_config.get_config()
     cfg.workdir = str(workdir / "run")
     cfg.num_train_steps, cfg.log_metrics_every = 20, 5
+    cfg.train_losses["l1"] = kd_cfg.losses.L1(preds="preds.y", targets="batch.y")
     cfg.schedules = {"lr": optax_cfg.linear_schedule(1e-2, 1e-3, transition_steps=cfg.ref.num_train_steps)}
     cfg.optimizer = optax_cfg.adam(learning_rate=cfg.ref.schedules["lr"])
     cfg.evals = {"heldout": kd_cfg.evals.Evaluator(
         run=kd_cfg.evals.EveryNSteps(10),
         ds=kd_cfg.data.InMemoryPipeline(loader=regression_cfg.make_loader("eval"), batch_size=32, num_epochs=1))}
+    cfg.checkpointer = kd_cfg.ckpts.Checkpointer(save_interval_steps=20)
     cfg.writer = jsonl_writer_cfg.JsonlWriter()
     trainer = konfig.resolve(cfg)
     for writer in (trainer.writer, trainer.evals["heldout"].writer):
@@ -79,9 +84,9 @@ def metric_writer_of_your_own(lesson: Lesson, workdir):
 
     At each logging step, `train()` calls the writer's `write_step_metrics`, which
     computes the step's values and hands all of its scalars to `write_scalars` in one
-    mapping: the losses and their sum (`losses/total`), the metrics, each schedule at that
-    step (`schedules/`), and the Trainer's timings (`perf_stats/`). Before the first step,
-    `write_param_overview` logs the parameter count, `num_params`, through
+    mapping: each loss and their sum (`losses/total`), the metrics, each schedule at
+    that step (`schedules/`), and the Trainer's timings (`perf_stats/`). Before the
+    first step, `write_param_overview` logs the parameter count, `num_params`, through
     `write_summaries` instead: a writer that overrode `write_scalars` alone would miss
     it. The evaluator logs its losses and metrics the same way, with no schedules and no
     timings. The timings are this run's own measurements: the page prints only their names.
@@ -102,31 +107,38 @@ def metric_writer_of_your_own(lesson: Lesson, workdir):
         perf_stats = {"perf_stats/" + name for name in ("steps_per_sec", "total_training_time_hours",
                                                         "data_points_per_sec_global", "data_points_per_sec_per_device",
                                                         "train/avg_time_sec", "evals_along_train/avg_time_sec")}
-        step_tags = {"losses/logcosh", "losses/total", "metrics/within_tol", "schedules/lr"} | perf_stats
+        losses = {"losses/l1", "losses/logcosh", "losses/total"}
+        step_tags = losses | {"metrics/within_tol", "schedules/lr"} | perf_stats
         lesson.check_equal(sorted(by_step), [0, 5, 10, 15, 20],
                            "the steps train() logged, with num_train_steps=20 and log_metrics_every=5")
-        lesson.check(all(set(values) - {"num_params"} == step_tags for values in by_step.values()),
-                     "at each of them, the file holds losses/logcosh, losses/total, metrics/within_tol, schedules/lr and"
-                     f" the {len(perf_stats)} perf_stats: {', '.join(sorted(perf_stats))}")
+        saved = {"perf_stats/checkpoint/avg_time_sec"}
+        lesson.check(all(set(values) - {"num_params"} == step_tags | (saved if step in (0, 20) else set())
+                         for step, values in by_step.items()),
+                     "at each of them, the file holds losses/l1, losses/logcosh, losses/total, metrics/within_tol,"
+                     f" schedules/lr and the {len(perf_stats)} perf_stats: {', '.join(sorted(perf_stats))}; and at the"
+                     " steps that saved a checkpoint (0 and 20), perf_stats/checkpoint/avg_time_sec")
         lesson.check(rows[0]["tag"] == "num_params" and [step for step, values in by_step.items() if "num_params" in values]
                      == [0] and by_step[0]["num_params"] == parameter_count(state.params),
                      "num_params, the file's first line, at step 0 alone, is the model's parameter count")
-        lesson.check(all(values["losses/total"] == values["losses/logcosh"] for values in by_step.values()),
-                     "losses/total = the sum of the losses: with one loss, equal to it at every step")
+        lesson.check(all(values["losses/total"] == float(np.float32(values["losses/l1"]) + np.float32(values["losses/logcosh"]))
+                         for values in by_step.values()),
+                     "losses/total = losses/l1 + losses/logcosh, added in float32, at every logged step")
         schedule = optax.linear_schedule(1e-2, 1e-3, transition_steps=20)
         lesson.check(all(values["schedules/lr"] == float(np.float32(schedule(step))) for step, values in by_step.items()),
                      "schedules/lr at each logged step = the schedule's value at that step (float32)")
-        lesson.check_equal(calls_made(lambda w: w.write_step_metrics(step=20, aux=aux, schedules=trainer.schedules,
-                                                                      log_summaries=False), workdir),
+        step_calls = calls_made(lambda w: w.write_step_metrics(step=20, aux=aux, schedules=trainer.schedules,
+                                                                log_summaries=False), workdir)
+        lesson.check_equal([call for call in step_calls if call[0].startswith("write_")],
                            [("write_scalars", sorted(step_tags - perf_stats))],
-                           "what write_step_metrics calls, given the last step's aux and no timer: write_scalars, once",
+                           "what write_step_metrics writes through, given the last step's aux and no timer:"
+                           " write_scalars, once",
                            internal="a writer's calls to its own methods, which Kauldron does not document")
         lesson.check_equal(calls_made(lambda w: w.write_param_overview(0, state.params), workdir),
                            [("write_texts", ["parameters"]), ("write_summaries", ["num_params"])],
                            "what write_param_overview calls: num_params goes through write_summaries",
                            internal="a writer's calls to its own methods, which Kauldron does not document")
         lesson.check_equal({step: sorted(values) for step, values in table(heldout_rows).items()},
-                           {step: ["losses/logcosh", "losses/total", "metrics/within_tol"] for step in (0, 10, 20)},
+                           {step: sorted(losses | {"metrics/within_tol"}) for step in (0, 10, 20)},
                            "the heldout evaluator's file, with EveryNSteps(10): its steps and tags")
         lesson.fact("jsonl_rows", {"train": len(rows), "heldout": len(heldout_rows)})
 
@@ -135,48 +147,120 @@ def metric_writer_of_your_own(lesson: Lesson, workdir):
 
     `read_scalars` (`sections/parts/logs.py`) reads TensorBoard's event files for the
     `train` collection as `{step: {tag: value}}`. The file and TensorBoard hold the same
-    steps and the same tags. TensorBoard keeps what `write_scalars` gives it as float32
-    (and `num_params` as the int64 it is): the losses, the metrics and the schedules
-    arrive as float32 already and are equal to the last bit, while the timings arrive as
-    Python floats (float64), which the file keeps whole and TensorBoard rounds. Rounded
-    to float32, every value is equal.
+    steps and the same tags, and every value but the timings is equal to the last bit:
+    the losses, the metrics and the schedules arrive as float32 and stay so in both (the
+    timings: the last step of this page).
     """)
     logged = read_scalars(run, "train")  # TensorBoard's {step: {tag: value}}
     in_file = {}
     for row in rows:
         in_file.setdefault(row["step"], {})[row["tag"]] = row["value"]
     print("same steps and tags:", {s: set(tags) for s, tags in in_file.items()} == {s: set(tags) for s, tags in logged.items()})
-    both = [(tag, value, logged[step][tag]) for step, values in in_file.items() for tag, value in values.items()]
-    print("tags whose values differ:")
-    for tag in sorted({tag for tag, ours, theirs in both if ours != theirs}):
-        print(f"  {tag}")
-    print("...once rounded to float32:", sorted({tag for tag, ours, theirs in both if np.float32(ours) != np.float32(theirs)}))
-    print("step  losses/logcosh  schedules/lr")
+    print("same values, timings aside:", all(value == logged[step][tag] for step, values in in_file.items()
+                                             for tag, value in values.items() if not tag.startswith("perf_stats/")))
+    print("step  losses/logcosh  losses/l1  schedules/lr")
     for step, values in sorted(in_file.items()):
-        print(f"{step:4d}  {values['losses/logcosh']:14.6f}  {values['schedules/lr']:12.6f}")
+        print(f"{step:4d}  {values['losses/logcosh']:14.6f}  {values['losses/l1']:9.6f}  {values['schedules/lr']:12.6f}")
     with lesson.checks():
-        from sections.parts.logs import read_tensors
-
         tensorboard = read_scalars(workdir / "run", "train")
         lesson.check({step: set(values) for step, values in table(rows).items()}
                      == {step: set(values) for step, values in tensorboard.items()},
                      "the file holds the (step, tag) pairs TensorBoard's train/ files hold, no more, no fewer")
-        dtypes = {tag: {value.dtype.name for value in by_step.values()}
-                  for tag, by_step in read_tensors(workdir / "run", "train").items() if tag in in_file[0]}
-        lesson.check_equal(dtypes, {tag: {"int64" if tag == "num_params" else "float32"} for tag in in_file[0]},
-                           "the dtype TensorBoard's files hold, for each tag of the file")
         lesson.check(all(value == tensorboard[step][tag] for step, values in table(rows).items()
                          for tag, value in values.items() if not tag.startswith("perf_stats/")),
                      "every value but the timings: the file's = TensorBoard's, exactly")
-        timings = [(value, tensorboard[step][tag]) for step, values in table(rows).items()
-                   for tag, value in values.items() if tag.startswith("perf_stats/")]
-        lesson.check(all(float(np.float32(ours)) == theirs for ours, theirs in timings),
-                     "every timing: TensorBoard's = the file's rounded to float32")
-        lesson.check(sum(ours != theirs for ours, theirs in timings) > len(timings) // 2,
-                     "and most differ from it unrounded: the file keeps them as float64")
         lesson.check(table(heldout_rows) == read_scalars(workdir / "run", "heldout"),
                      "the heldout evaluator's file = TensorBoard's heldout/ files: the same steps, tags and values")
         lesson.fact("logcosh", {str(step): in_file[step]["losses/logcosh"] for step in (0, 20)})
+
+    lesson.md("""
+    ## A resumed run appends
+
+    The writer appends, and a run resumed from a checkpoint logs again from the
+    checkpoint's step. `train()` called again, as a job restarted on the same workdir
+    does, finds `ckpt_20`, the state before the last update, and redoes step 20 (not
+    step 0: no `num_params`). The file then holds two rows for each loss, metric and
+    schedule of step 20, in the train file and in the evaluator's: read them as
+    TensorBoard's reader reads its files, the last row winning. This run's
+    `InMemoryPipeline` starts its data over (section 9), so the redone step trains on
+    another batch, and its losses differ.
+    """)
+    resumed, _ = trainer.train()  # from ckpt_20
+    appended = [json.loads(line) for line in (run / "train" / "metrics.jsonl").read_text().splitlines()]
+    print("rows per step:", dict(collections.Counter(row["step"] for row in appended)))
+    print("losses/logcosh at 20:", [row["value"] for row in appended if (row["step"], row["tag"]) == (20, "losses/logcosh")])
+    with lesson.checks():
+        counts = collections.Counter((row["step"], row["tag"]) for row in appended)
+        lesson.check(all(count == 1 for (step, tag), count in counts.items() if step != 20)
+                     and all(counts[20, tag] == 2 for tag in in_file[20] if not tag.startswith("perf_stats/")),
+                     "after the resume, train/metrics.jsonl holds two rows for each loss, metric and schedule of"
+                     " step 20, one for every other (step, tag)")
+        again = collections.Counter((row["step"], row["tag"])
+                                    for row in map(json.loads, (run / "heldout" / "metrics.jsonl").read_text().splitlines()))
+        lesson.check({key for key, count in again.items() if count == 2} == {(20, tag) for tag in table(heldout_rows)[20]},
+                     "and in heldout/metrics.jsonl, each tag of step 20 alone has two")
+        last = {(row["step"], row["tag"]): row["value"] for row in appended}  # the last row of each pair wins
+        tensorboard = read_scalars(run, "train")
+        lesson.check(all(last[20, tag] == tensorboard[20][tag] for tag in in_file[20] if not tag.startswith("perf_stats/"))
+                     and last[20, "losses/logcosh"] != in_file[20]["losses/logcosh"],
+                     "the last rows of step 20 = the resumed run's, as TensorBoard's reader keeps them; not the first run's")
+
+    lesson.md("""
+    ## What else Kauldron asks of a writer
+
+    With several processes, `write_step_metrics` returns on every process but the
+    first without writing, but `write_param_overview` writes on all of them:
+    `KDMetricWriter` writes TensorBoard's files on process 0 alone, and `JsonlWriter`
+    checks `jax.process_index()` before it appends, or every process would add its
+    lines. Kauldron calls `flush()` at the end of each `write_step_metrics` and never
+    calls `close()`: `JsonlWriter` opens the file for each append, so it needs neither.
+    And the writer writes `config.json` and `element_spec.json` in the workdir, through
+    `MetadataWriter`, which `KDMetricWriter` subclasses. With `cfg.writer = None`, a
+    `NoopWriter`, nothing writes them, nor with a writer that derives from neither and
+    does not write them itself; a separate eval job (section 15) then waits for
+    `element_spec.json` forever.
+    """)
+    print(sorted(path.name for path in run.iterdir() if path.suffix == ".json"))
+    silent_cfg = regression_config.get_config()
+    silent_cfg.workdir, silent_cfg.writer = str(workdir / "no-writer"), None
+    silent = konfig.resolve(silent_cfg)
+    print(type(silent.writer).__name__)
+    with lesson.checks():
+        from kauldron.train import metric_writer
+
+        lesson.check_equal(calls_made(lambda w: w.write_step_metrics(step=20, aux=aux, schedules=trainer.schedules,
+                                                                      log_summaries=False), workdir, process=1), [],
+                           "what write_step_metrics calls on process 1: nothing",
+                           internal="Kauldron's status.is_lead_host patched to play process 1")
+        lesson.check_equal(calls_made(lambda w: w.write_param_overview(0, state.params), workdir, process=1),
+                           [("write_texts", ["parameters"]), ("write_summaries", ["num_params"])],
+                           "what write_param_overview calls on process 1: write_summaries too",
+                           internal="Kauldron's status.is_lead_host patched to play process 1")
+        lesson.check_equal(written_as_process_1(workdir / "process-1", state.params), [],
+                           "what JsonlWriter's write_param_overview writes on process 1: no line, no TensorBoard file",
+                           internal="Kauldron's status.is_lead_host and jax.process_index patched to play process 1")
+        lesson.check(step_calls[-1] == ("flush", []) and not any(name == "close" for name, _ in step_calls),
+                     "write_step_metrics ends with the writer's flush(), and calls no close()",
+                     internal="a writer's calls to its own methods, which Kauldron does not document")
+        lesson.check_equal(kauldron_files_calling(r"\bwriter\.close\("), [],
+                           "the installed Kauldron's modules that call a writer's close()",
+                           internal="reads Kauldron's source")
+        lesson.check((run / "config.json").exists() and (run / "element_spec.json").exists()
+                     and issubclass(kd.train.KDMetricWriter, metric_writer.MetadataWriter),
+                     "JsonlWriter's run wrote config.json and element_spec.json; KDMetricWriter is a MetadataWriter")
+        (workdir / "no-writer").mkdir()
+        silent.writer.write_config(silent_cfg)
+        silent.writer.write_element_spec(0, trainer.train_ds.element_spec)
+        lesson.check(type(silent.writer) is metric_writer.NoopWriter
+                     and not issubclass(metric_writer.NoopWriter, metric_writer.MetadataWriter)
+                     and not any((workdir / "no-writer").iterdir()),
+                     "cfg.writer=None resolves to a NoopWriter, not a MetadataWriter, whose write_config and"
+                     " write_element_spec write nothing")
+        lesson.check({"write_config", "write_element_spec"} <= metric_writer.WriterBase.__abstractmethods__,
+                     "a writer deriving from WriterBase alone must implement write_config and write_element_spec itself")
+        lesson.check(waits_for_element_spec(silent), "an eval job's element spec, for a workdir without"
+                     " element_spec.json: it sleeps and looks again",
+                     internal="a private function of Kauldron's eval job, its sleep patched")
 
     lesson.md("""
     ## Kauldron's own writers, in `kauldron.contrib.train`
@@ -225,8 +309,10 @@ def metric_writer_of_your_own(lesson: Lesson, workdir):
 
     `NpzWriter(save_scalars=True)` saves the losses and the metrics, not the schedules,
     and only at a step that logs summaries (every `log_summaries_every` steps: 1000 by
-    default, so step 0 alone in this run). Below, it is given this run's last step (the
-    `aux` that `train()` returned), as `train()` gave it to `JsonlWriter`.
+    default, so step 0 alone in this run); an evaluator asks for summaries at every
+    evaluation, so in `cfg.writer` it saves an `.npz` for each. Below, it is given this
+    run's last step (the `aux` that `train()` returned), as `train()` gave it to
+    `JsonlWriter`.
     `MLFlowMetricWriter` needs `mlflow`, which Kauldron's package does not require, not
     even in an extra: here, its first write fails, saying what to install.
     """)
@@ -239,6 +325,8 @@ def metric_writer_of_your_own(lesson: Lesson, workdir):
     except ImportError as e:
         print(type(e).__name__, "|", str(e).strip().splitlines()[-1])
     with lesson.checks():
+        import dataclasses
+
         lesson.check({name: float(saved[name]) for name in saved}
                      == {tag: value for tag, value in in_file[20].items() if tag.startswith(("losses/", "metrics/"))},
                      "NpzWriter(save_scalars=True) given step 20 saves JsonlWriter's losses and metrics of step 20, no more")
@@ -247,6 +335,11 @@ def metric_writer_of_your_own(lesson: Lesson, workdir):
         lesson.check(not (workdir / "npz-quiet" / "array_dumps").exists(),
                      "given a step that logs no summaries, NpzWriter saves no .npz")
         lesson.check_equal(trainer.log_summaries_every, 1000, "a Trainer's log_summaries_every by default")
+        evaluator = dataclasses.replace(trainer.evals["heldout"], writer=contrib_train.NpzWriter(
+            workdir=workdir / "npz-eval", save_scalars=True))
+        evaluator.evaluate(resumed, step=15)
+        lesson.check((workdir / "npz-eval" / "array_dumps" / "heldout" / "000000015.npz").exists(),
+                     "an evaluator with an NpzWriter(save_scalars=True), evaluating at step 15: it saves an .npz")
         refused = lesson.check_raises(
             ModuleNotFoundError, lambda: contrib_train.MLFlowMetricWriter(workdir=workdir / "mlflow-check",
                                                                           collection="train").write_scalars(0, {"x": 1.0}),
@@ -254,8 +347,36 @@ def metric_writer_of_your_own(lesson: Lesson, workdir):
         lesson.check("pip install 'mlflow" in str(refused), f"it says: {str(refused).strip().splitlines()[-1]}")
         lesson.check(not any(requirement.lower().startswith("mlflow") for requirement in kauldron_requirements()),
                      "kauldron's package metadata requires no mlflow, not even in an extra")
+
+    lesson.md("""
+    ## Going further: the timings, float64 in the file, float32 in TensorBoard's
+
+    TensorBoard keeps what `write_scalars` gives it as float32 (and `num_params` as the
+    int64 it is). The losses, the metrics and the schedules arrive as float32 already,
+    and are equal in both; the timings arrive as Python floats (float64), which the file
+    keeps whole and TensorBoard rounds. Rounded to float32, every value is equal.
+    """)
+    both = [(tag, value, logged[step][tag]) for step, values in in_file.items() for tag, value in values.items()]
+    print("tags whose values differ:")
+    for tag in sorted({tag for tag, ours, theirs in both if ours != theirs}):
+        print(f"  {tag}")
+    print("...once rounded to float32:", sorted({tag for tag, ours, theirs in both if np.float32(ours) != np.float32(theirs)}))
+    with lesson.checks():
+        from sections.parts.logs import read_tensors
+
+        dtypes = {tag: {value.dtype.name for step, value in by_step.items() if step in in_file}
+                  for tag, by_step in read_tensors(workdir / "run", "train").items() if tag in in_file[0]}
+        lesson.check_equal(dtypes, {tag: {"int64" if tag == "num_params" else "float32"} for tag in in_file[0]},
+                           "the dtype TensorBoard's files hold, for each tag of the file")
+        timings = [(value, logged[step][tag]) for step, values in table(rows).items()
+                   for tag, value in values.items() if tag.startswith("perf_stats/")]
+        lesson.check(all(float(np.float32(ours)) == theirs for ours, theirs in timings),
+                     "every timing of the first run: TensorBoard's = the file's rounded to float32")
+        lesson.check(sum(ours != theirs for ours, theirs in timings) > len(timings) // 2,
+                     "and most differ from it unrounded: the file keeps them as float64")
         lesson.summary = (f"{len(rows)} rows in train/metrics.jsonl (steps 0-20, every 5): TensorBoard's scalars, equal"
-                          " (timings as float32); contrib's 3 writers import once kauldron.contrib.train is imported")
+                          " (timings as float32); a resume appends step 20 again; contrib's 3 writers import once"
+                          " kauldron.contrib.train is imported")
 
 
 import contextlib  # noqa: E402 - what the helpers below use, apart from the page's imports
@@ -275,9 +396,10 @@ def parameter_count(params) -> int:
     return sum(int(np.size(leaf)) for leaf in jax.tree.leaves(params))
 
 
-def calls_made(use, workdir) -> list[tuple[str, list[str]]]:
-    """The writer methods that receive values, as `use(writer)` calls them on a
-    KDMetricWriter: (method, the names given), in order."""
+def calls_made(use, workdir, process: int = 0) -> list[tuple[str, list[str]]]:
+    """The writer methods that receive values, and flush and close, as `use(writer)` calls
+    them on a KDMetricWriter: (method, the names given), in order; on process 1 as Kauldron
+    sees it (`status.is_lead_host` False) if `process` is 1."""
     import dataclasses
 
     calls = []
@@ -296,8 +418,70 @@ def calls_made(use, workdir) -> list[tuple[str, list[str]]]:
         def write_images(self, step, images):
             calls.append(("write_images", sorted(images)))
 
-    use(Recording(workdir=workdir / "recording", collection="recording"))
+        def flush(self):
+            calls.append(("flush", []))
+
+        def close(self):
+            calls.append(("close", []))
+
+    with as_process(process):
+        use(Recording(workdir=workdir / "recording", collection="recording"))
     return calls
+
+
+@contextlib.contextmanager
+def as_process(index: int):
+    """This process as Kauldron and jax see process `index` of several (0: as it is)."""
+    from unittest import mock
+
+    import jax
+    from kauldron.utils.status_utils import status
+
+    if index == 0:
+        yield
+        return
+    with mock.patch.dict(status.__dict__, {"is_lead_host": False}), mock.patch.object(jax, "process_index",
+                                                                                      return_value=index):
+        yield
+
+
+def written_as_process_1(where, params) -> list[str]:
+    """The files a JsonlWriter's write_param_overview writes in `where` on process 1."""
+    from sections.parts.jsonl_writer import JsonlWriter
+
+    writer = JsonlWriter(workdir=where, collection="train")
+    with as_process(1):
+        writer.write_param_overview(0, params)
+    return sorted(str(path.relative_to(where)) for path in where.rglob("*") if path.is_file())
+
+
+def kauldron_files_calling(pattern: str) -> list[str]:
+    """The installed Kauldron's Python files whose text matches `pattern`, relative."""
+    import pathlib
+    import re
+
+    import kauldron
+
+    root = pathlib.Path(kauldron.__file__).parent
+    return sorted(str(path.relative_to(root)) for path in root.rglob("*.py") if re.search(pattern, path.read_text()))
+
+
+def waits_for_element_spec(trainer) -> bool:
+    """Whether an eval job's reading of the element spec, for this Trainer's workdir,
+    sleeps to look again (its sleep raises here, to end the wait)."""
+    from unittest import mock
+
+    from kauldron.evals import eval_impl
+
+    class Slept(Exception):
+        pass
+
+    with mock.patch.object(eval_impl.time, "sleep", side_effect=Slept):
+        try:
+            eval_impl._get_element_spec(trainer)
+        except Slept:
+            return True
+    return False
 
 
 def contrib_writers() -> list[str]:

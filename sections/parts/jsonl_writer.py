@@ -6,7 +6,9 @@ every scalar it is given to `<workdir>/<collection>/metrics.jsonl`, one line per
     {"step": 5, "tag": "losses/logcosh", "value": 1.27}
 
 A config names it (`cfg.writer = JsonlWriter()`); the Trainer fills in `workdir` and
-`collection` (`train`, or an evaluator's name).
+`collection` (`train`, or an evaluator's name). It appends: a run resumed from a
+checkpoint writes the rows of the step it redoes again, and the last row of a
+(step, tag) is the one to read.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ class JsonlWriter(kd.train.KDMetricWriter):
         self._append(step, {tag: value for tag, value in values.items() if _is_number(value)})
 
     def _append(self, step: int, scalars: Mapping[str, Any]) -> None:
-        if not scalars or jax.process_index() != 0:  # with several processes, the first one writes
+        if not scalars or jax.process_index() != 0:  # every process calls write_param_overview: the first writes
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self.path.open("a") as file:
