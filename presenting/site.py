@@ -62,8 +62,6 @@ PYPI_GAPS = [
     ("`kauldron.contrib.data.RandomMapTransform`", "`ModuleNotFoundError: No module named 'grain.tensorflow'`:"
      " it is TF-Grain's, for `kd.data.tf`", "mixture", "kauldron.contrib.data.RandomMapTransform from PyPI",
      "`kd.data.py.ElementWiseRandomTransform` (a `grain.RandomMapTransform`)"),
-    ("`trainer.sharding.ds`, as the docs' mid-level API loops over batches", "`DeprecationWarning` raised on reading it",
-     "trainer", "trainer.sharding.ds, as the docs' mid-level API writes it", "`trainer.sharding.batch`"),
 ]
 
 

@@ -64,6 +64,8 @@ def loss_and_metric(lesson: Lesson):
         lesson.check_equal(values["LogCosh, weight=0.5"], values["LogCosh"] * 0.5, "LogCosh with weight=0.5")
         lesson.check_close(values["kd.losses.L2"], float(np.mean(error ** 2)), "kd.losses.L2 = the mean squared error",
                            rel=1e-5)
+        lesson.check(issubclass(kd.losses.L2, kd.losses.Loss) and "get_values" in vars(kd.losses.L2),
+                     "kd.losses.L2 is a kd.losses.Loss that implements get_values")
         lesson.fact("losses", values)
 
     lesson.md("""
@@ -71,12 +73,16 @@ def loss_and_metric(lesson: Lesson):
 
     The Trainer does not pass arrays by hand: it gives the loss the step's context, and
     the loss fetches what its keys name (section 3). A loss also reads the step (its
-    `step` key), for weights that follow a schedule.
+    `step` key, `"step"` by default), for weights that follow a schedule: a context
+    without a `step` raises a `KeyError`, even for a constant weight.
     """)
     context = {"step": 0, "preds": {"y": preds}, "batch": {"y": targets, "mask": jnp.asarray([[1.0]] * 3 + [[0.0]] * 5)}}
     print(round(float(loss(context=context)), 6))
     with lesson.checks():
         lesson.check_equal(float(loss(context=context)), values["LogCosh"], "LogCosh read from a context by its keys")
+        no_step = {key: value for key, value in context.items() if key != "step"}
+        lesson.check((loss.step, loss.weight) == ("step", 1.0), "a loss's default step key and weight")
+        lesson.check_raises(KeyError, lambda: loss(context=no_step), "LogCosh (weight 1.0) on a context without a step")
 
     lesson.md("""
     ## A mask is a key too
@@ -105,7 +111,8 @@ def loss_and_metric(lesson: Lesson):
     (`kd.metrics.Accuracy` has it too): `total` sums the values, here the hits, and
     `count` counts them. Merging adds each, so merging the states of a batch of 6 rows
     and one of 2 gives the pooled ratio over all 8, not the mean of the two batches'
-    ratios. This is how an evaluator combines its batches (section 9).
+    ratios (the last line: wrong, and quietly so). This is how an evaluator combines its
+    batches (section 9).
     """)
     metric = WithinTol(preds="preds.y", targets="batch.y", tol=0.5)
     big, small = metric.get_state(preds=preds[:6], targets=targets[:6]), metric.get_state(preds=preds[6:], targets=targets[6:])
@@ -120,16 +127,53 @@ def loss_and_metric(lesson: Lesson):
         lesson.check_equal(float(merged.compute()), float(np.mean(np.abs(error) < 0.5)),
                            "the merged state's value = the pooled ratio over all 8 rows")
         lesson.check_equal(float(small.merge(big).compute()), float(merged.compute()), "merging in the other order")
+        lesson.check(abs((float(big.compute()) + float(small.compute())) / 2 - float(merged.compute())) > 0.05,
+                     "here, the mean of the two batches' rates is not the pooled ratio")
         lesson.fact("merged_ratio", float(merged.compute()))
+
+    lesson.md("""
+    ## A mask's shape: a loss aligns it right, `AverageState` left
+
+    A loss broadcasts its mask against its values as numpy does, from the last axis:
+    for values of shape (8, 4), a mask of one value per row has shape (8, 1), as
+    `batch.mask` above; one of shape (8,) is refused, and one of shape (4,) would mask
+    columns. `kd.metrics.AverageState.from_values` aligns the mask on the first axis,
+    the batch, and adds the missing axes after it: there (8,) masks rows.
+    """)
+    rows = jnp.asarray([1.0] * 3 + [0.0] * 5)  # one value per row: shape (8,)
+    try:
+        loss(preds=preds, targets=targets, mask=rows)
+    except ValueError as e:
+        print("loss, mask (8,):", e)
+    print("loss, mask (8, 1):", round(float(loss(preds=preds, targets=targets, mask=rows[:, None])), 6))
+    hits = (jnp.abs(preds - targets) < 0.5).astype(jnp.float32)
+    rows_state = kd.metrics.AverageState.from_values(values=hits, mask=rows)
+    print("AverageState, mask (8,):", float(rows_state.total), "/", float(rows_state.count))
+    with lesson.checks():
+        lesson.check_raises(ValueError, lambda: loss(preds=preds, targets=targets, mask=rows),
+                            "a loss given a mask of shape (8,) for values of shape (8, 4)")
+        lesson.check_close(float(loss(preds=preds, targets=targets, mask=rows[:, None])),
+                           float(np.mean(np.log(np.cosh(error[:3])))), "with a mask of shape (8, 1): the mean over"
+                           " its 3 rows (a mask array, given a loss with no mask key)", rel=1e-5)
+        columns = jnp.asarray([1.0, 0.0, 0.0, 0.0])
+        lesson.check_close(float(loss(preds=preds, targets=targets, mask=columns)),
+                           float(np.mean(np.log(np.cosh(error[:, 0])))),
+                           "a loss with a mask of shape (4,): the mean over the first column", rel=1e-5)
+        lesson.check((float(rows_state.total), float(rows_state.count)) == (float(np.sum(np.abs(error[:3]) < 0.5)), 12.0),
+                     "AverageState.from_values with a mask of shape (8,): the hits and count of the first 3 rows")
+        lesson.check_raises(ValueError, lambda: kd.metrics.AverageState.from_values(values=hits, mask=columns),
+                            "AverageState.from_values with a mask of shape (4,) for values of shape (8, 4)")
 
     lesson.md("""
     ## `AutoState`, for a state that is not an average
 
     A median cannot be merged from sums: the median of 8 rows is not made from the
     medians of 6 and of 2. `kd.metrics.AutoState` builds a state from fields that each
-    say how they merge (`sum_field`, `max_field`, `concat_field`, ...). `MedianAbsError`
-    (above) keeps every error in a `concat_field`, and takes the median of all of them
-    when it is computed. The price: its state grows with every batch.
+    say how they merge: `kd.metrics` exports `sum_field`, `concat_field`,
+    `truncate_field`, `state_field` and `static_field`; `min_field` and `max_field` are
+    in `kauldron.metrics.auto_state` only. `MedianAbsError` (above) keeps every error in
+    a `concat_field`, and takes the median of all of them when it is computed. The
+    price: its state grows with every batch.
     """)
     median = MedianAbsError(preds="preds.y", targets="batch.y")
     big, small = median.get_state(preds=preds[:6], targets=targets[:6]), median.get_state(preds=preds[6:], targets=targets[6:])
@@ -139,6 +183,13 @@ def loss_and_metric(lesson: Lesson):
     print(f"the mean of the two medians: {(float(big.compute()) + float(small.compute())) / 2:.4f}")
     with lesson.checks():
         lesson.check(issubclass(MedianAbsError.State, kd.metrics.AutoState), "MedianAbsError's state is an AutoState")
+        import kauldron.metrics.auto_state
+
+        lesson.check_equal(sorted(name for name in dir(kd.metrics) if name.endswith("_field")),
+                           ["concat_field", "state_field", "static_field", "sum_field", "truncate_field"],
+                           "the *_field functions kd.metrics exports")
+        lesson.check(hasattr(kauldron.metrics.auto_state, "min_field") and hasattr(kauldron.metrics.auto_state, "max_field"),
+                     "kauldron.metrics.auto_state has min_field and max_field")
         lesson.check_equal(merged.finalize().errors.size, big.finalize().errors.size + small.finalize().errors.size,
                            "the errors the merged state keeps: all of both batches'")
         lesson.check_close(float(merged.compute()), float(np.median(np.abs(error))),
@@ -149,5 +200,6 @@ def loss_and_metric(lesson: Lesson):
                      "here, the mean of the two batches' medians is not the median of all rows")
         lesson.fact("merged_median", float(merged.compute()))
         lesson.summary = (f"LogCosh {values['LogCosh']:.4f}, masked by the context's mask; WithinTol (AverageState) merged"
-                          f" to the pooled ratio {float(metric.get_state(preds=preds, targets=targets).compute()):.4f};"
+                          f" to the pooled ratio {float(metric.get_state(preds=preds, targets=targets).compute()):.4f},"
+                          " not the batches' mean rate; a loss's mask aligned right, AverageState's left;"
                           f" MedianAbsError (AutoState) to the median of all rows")

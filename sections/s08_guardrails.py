@@ -104,6 +104,12 @@ def configs_hold_configs(lesson: Lesson, workdir):
     print("with seed=0, same first batch:", np.array_equal(seeded[0][0]["x"], seeded[1][0]["x"]))
     with lesson.checks():
         lesson.check(alone[0].seed != alone[1].seed, "two standalone DataSources without a seed drew different seeds")
+        unread = rows()
+        placeholder = repr(unread.seed)
+        unread[0]
+        lesson.check(placeholder == "_FakeRootCfg('cfg.seed')" and isinstance(unread.seed, int),
+                     "a standalone DataSource's seed is the placeholder until it is first read, an int after",
+                     internal="a private name (_FakeRootCfg)")
         firsts = [next(iter(pipeline))["x"] for pipeline in alone + seeded]
         lesson.check(all(np.array_equal(first, pipeline[0]["x"]) for first, pipeline in zip(firsts, alone + seeded)),
                      "a PyGrain pipeline's [0] is the first batch its iteration yields")
@@ -127,8 +133,9 @@ def configs_hold_configs(lesson: Lesson, workdir):
     print(kd.inspect.json_spec_like(in_memory(shuffle=False).element_spec))
     print(kd.inspect.json_spec_like(in_memory(shuffle=True, seed=0).element_spec))
     with lesson.checks():
-        lesson.check_raises(TypeError, lambda: next(iter(in_memory(shuffle=True))),
-                            "iterating a standalone shuffling InMemoryPipeline without a seed")
+        unseeded = lesson.check_raises(TypeError, lambda: next(iter(in_memory(shuffle=True))),
+                                       "iterating a standalone shuffling InMemoryPipeline without a seed")
+        lesson.check("seed" not in str(unseeded).lower(), f"the error does not say seed: {unseeded}")
         for options in ({"shuffle": False}, {"shuffle": True, "seed": 0}):
             lesson.check_equal(kd.inspect.json_spec_like(in_memory(**options).element_spec),
                                {"x": "f32[32 16]", "y": "f32[32 1]"}, f"a standalone InMemoryPipeline with {options}: its batches")
@@ -139,8 +146,9 @@ def configs_hold_configs(lesson: Lesson, workdir):
     Put the unseeded PyGrain pipelines in the regression experiment with `cfg.seed = 3`
     and resolve it: the pipelines' seeds and the model's random streams' are 3, and the
     `Evaluator` given no `ds` evaluates on the Trainer's `eval_ds`. Kauldron's docs
-    ([determinism](https://kauldron.readthedocs.io/en/latest/eval.html#determinism)): one
-    global seed, split into the parts; a seed set on a part is kept.
+    ([determinism](https://kauldron.readthedocs.io/en/latest/eval.html#determinism)) say
+    one global seed is "split into the various sub-components": each part gets the seed
+    itself, 3, and a seed set on a part is kept.
     """)
     cfg = regression_config.get_config()
     cfg.seed, cfg.workdir = 3, str(workdir / "run")  # an evaluator needs a workdir to write to
@@ -153,6 +161,9 @@ def configs_hold_configs(lesson: Lesson, workdir):
     print({"train_ds": trainer.train_ds.seed, "eval_ds": trainer.eval_ds.seed, "rng_streams": trainer.rng_streams.seed})
     print("the evaluator's ds is eval_ds:", trainer.evals["eval"].ds is trainer.eval_ds)
     with lesson.checks():
+        lesson.check_equal((trainer.train_ds.seed, trainer.eval_ds.seed, trainer.rng_streams.seed), (3, 3, 3),
+                           "with cfg.seed = 3: the seeds of train_ds, eval_ds and the random streams")
+        lesson.check(trainer.evals["eval"].ds is trainer.eval_ds, "the evaluator given no ds: its ds is the Trainer's eval_ds")
         again = konfig.resolve(cfg)
         lesson.check(np.array_equal(next(iter(trainer.train_ds))["x"], next(iter(again.train_ds))["x"]),
                      "two Trainers of this config give the same first batch")
@@ -164,6 +175,9 @@ def configs_hold_configs(lesson: Lesson, workdir):
         cfg.seed = 3
         lesson.check(trainer.evals["eval"].base_cfg is trainer and trainer.rng_streams.eval_rngs(0) == {},
                      "the evaluator's root config is the Trainer, whose streams give an evaluation no RNG by default")
+        lesson.check("rngs=self.base_cfg.rng_streams.eval_rngs(" in library_source("kauldron.evals.evaluators"),
+                     "an Evaluator evaluates with its root config's (the Trainer's) rng_streams.eval_rngs",
+                     internal="reads Kauldron's source")
     cfg.train_ds.seed = 7  # set on the part: kept
     trainer = konfig.resolve(cfg)
     print({"train_ds": trainer.train_ds.seed, "rng_streams": trainer.rng_streams.seed})
@@ -173,3 +187,11 @@ def configs_hold_configs(lesson: Lesson, workdir):
         lesson.summary = ("a built module refused, with its hints; alone, PyGrain drew random seeds and a shuffling"
                           " InMemoryPipeline failed; in a Trainer with seed=3: seed 3 everywhere, the same batches and"
                           " parameters")
+
+
+def library_source(module: str) -> str:
+    """The text of an installed module's file, read without importing it."""
+    import importlib.util
+    import pathlib
+
+    return pathlib.Path(importlib.util.find_spec(module).origin).read_text()

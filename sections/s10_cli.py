@@ -3,8 +3,8 @@
 A Kauldron experiment is a config file with a `get_config()`. `python -m kauldron.main`
 loads it, applies `--cfg.<path>=<value>` flags on top, resolves it and trains; that is
 also what Kauldron's launcher runs for each job of a sweep, and, with `--eval_names`, for
-an evaluation job beside the training. The workdir then records what ran: `config.json`
-holds the config after the flags, TensorBoard files hold the losses.
+the job of a standalone evaluator beside the training. The workdir then records what ran:
+`config.json` holds the config after the flags, TensorBoard files hold the losses.
 """
 
 import contextlib
@@ -13,7 +13,7 @@ import json
 import shlex
 
 from kauldron import kd
-from kauldron.xm._src import json_utils
+from kauldron.xm._src import json_utils  # private: no public name holds arg_to_json
 
 from configs import regression as regression_config
 from harness import Lesson, section
@@ -22,7 +22,7 @@ from sections.parts.logs import read_scalars
 
 @section(10, "cli", "The same experiment from the command line", part="for-real", trains=True,
          starts_processes=True,
-         shows="kauldron.main with --cfg flags: literals, py:: calls, no JSON holding true; config.json; an eval job beside training",
+         shows="kauldron.main with --cfg flags: literals, py:: calls, no JSON holding true; config.json; --eval_names refusing an EveryNSteps evaluator",
          reference="https://github.com/google-research/kauldron/blob/main/kauldron/main.py")
 def experiment_from_the_command_line(lesson: Lesson, workdir):
     lesson.md("""
@@ -96,10 +96,11 @@ def experiment_from_the_command_line(lesson: Lesson, workdir):
     ## A sweep, from the command line
 
     Kauldron's launcher turns each dict of a config file's `sweep()` (section 7) into
-    such a command, each value encoded by `arg_to_json` (in a private module: the
-    launcher, `kauldron.kxm`, does not import from PyPI). Section 7's sweep holds no
-    boolean, so each of its commands passes: an optimizer without one, as a JSON object,
-    is parsed into the config it describes.
+    such a command, each value encoded by `arg_to_json`. This page imports it from its
+    private module, `kauldron.xm._src.json_utils`: neither pin has a public name for it,
+    and the launcher's public module, `kauldron.kxm`, does not import from PyPI (section
+    7). Section 7's sweep holds no boolean, so each of its commands passes: an optimizer
+    without one, as a JSON object, is parsed into the config it describes.
     """)
     for overrides in regression_config.sweep():
         print(shlex.join(["python", "-m", "kauldron.main", "--cfg=configs/regression.py",
@@ -117,33 +118,40 @@ def experiment_from_the_command_line(lesson: Lesson, workdir):
                                    f"--cfg.{path} from the launcher's JSON, parsed as kauldron.main parses it",
                                    internal="a private name")
         lesson.fact("sweep_commands", [shlex.join(["python", "-m", "kauldron.main", *argv]) for argv in commands])
+        lesson.check_equal(public_files_naming("arg_to_json", "json_utils"), [],
+                           "the files of the kauldron package outside its _src folders that name arg_to_json or"
+                           " json_utils", internal="reads Kauldron's source")
+        import importlib
+
+        lesson.check_raises(ImportError, lambda: importlib.import_module("kauldron.kxm"),
+                            "importing kauldron.kxm, the launcher's public module, from PyPI")
 
     lesson.md("""
-    ## Evaluating beside the training: `--eval_names`, standalone evaluators only
+    ## `--eval_names` names standalone evaluators only
 
     With `--eval_names=NAME`, `kauldron.main` runs `trainer.continuous_eval(NAME)`
-    instead of `train()`: a job of its own, on the same workdir, meant to run beside the
-    training job. It evaluates each new checkpoint as the training job writes it
-    (`kd.evals.StandaloneEveryCheckpoint`), and, once the training job has written
-    `train_complete.txt`, runs the evaluators that only want the last one
-    (`kd.evals.StandaloneLastCheckpoint`); section 15 runs one. An evaluator that runs
-    inside training (`kd.evals.EveryNSteps`, `Once`) cannot be named: `continuous_eval`
-    refuses it with a `ValueError`. Here `heldout`, the `EveryNSteps` evaluator of
+    instead of `train()`: the job Kauldron's launcher starts beside the training job, on
+    its workdir, for each standalone evaluator (`kd.evals.StandaloneEveryCheckpoint`,
+    `StandaloneLastCheckpoint`); section 15 runs one. An evaluator that runs inside
+    training, such as `kd.evals.EveryNSteps`, cannot be named: `continuous_eval` refuses
+    it with a `ValueError`. Here `heldout`, the `EveryNSteps` evaluator of
     `configs/heldout.py`, asked of the run above:
     """)
-    along = lesson.shell("python -m kauldron.main --cfg=configs/heldout.py --cfg.workdir=$WORKDIR/run --eval_names=heldout",
-                         check=False, shows=r"^ValueError")
+    refused = lesson.shell("python -m kauldron.main --cfg=configs/heldout.py --cfg.workdir=$WORKDIR/run --eval_names=heldout",
+                           check=False, shows=r"^ValueError")
     with lesson.checks():
-        lesson.check(along.returncode != 0 and "ValueError: Remote eval ('heldout') should be standalone" in along.output,
+        lesson.check(refused.returncode != 0 and "ValueError: Remote eval ('heldout') should be standalone" in refused.output,
                      "--eval_names=heldout, an EveryNSteps evaluator, fails with ValueError: it should be standalone")
         lesson.check("trainer.continuous_eval(eval_names)" in library_source("kauldron.main"),
                      "kauldron/main.py calls trainer.continuous_eval(eval_names) when --eval_names is set",
                      internal="reads Kauldron's source")
-        eval_impl = library_source("kauldron.evals.eval_impl")
-        lesson.check("Trigger an evaluation everytime a new checkpoint is detected." in eval_impl
-                     and "TRAIN_COMPLETE_FILENAME = 'train_complete.txt'" in eval_impl,
-                     "continuous_eval evaluates each new checkpoint until the training job writes train_complete.txt",
-                     internal="reads Kauldron's source")
+        launcher = library_source("kauldron.xm._src.kauldron_utils")
+        lesson.check(all(text in launcher for text in ('script_path="//third_party/py/kauldron/main.py"',
+                                                       '"cfg.workdir": dir_utils.WU_DIR_PROXY',
+                                                       "isinstance(run, run_strategies.Standalone)",
+                                                       'args={"eval_names": ",".join(eval_names)}')),
+                     "the launcher runs kauldron/main.py for every job, all on the work unit's workdir, and one job"
+                     " with --eval_names per standalone evaluator (or job group)", internal="reads Kauldron's source")
 
     lesson.md("""
     ## The `kauldron` command does not run from PyPI; its subcommands do, from Python
@@ -185,7 +193,7 @@ def experiment_from_the_command_line(lesson: Lesson, workdir):
         lesson.check("context_specs: Context(" in shapes.getvalue() and "loss_total=f32[]" in shapes.getvalue(),
                      "EvalShape printed the training step's context, down to loss_total=f32[]")
         lesson.summary = ("kauldron.main trained 50 steps with a py:: optimizer; config.json recorded it;"
-                          " a JSON object with true fails; --eval_names ran beside training")
+                          " a JSON object with true fails; --eval_names refused an EveryNSteps evaluator")
 
 
 def parsed_config(argv: list[str]):
@@ -212,3 +220,14 @@ def library_source(module: str) -> str:
     import pathlib
 
     return pathlib.Path(importlib.util.find_spec(module).origin).read_text()
+
+
+def public_files_naming(*names: str) -> list[str]:
+    """The installed kauldron package's files, outside its `_src` folders, whose text
+    holds any of `names`: where a public name for them would be."""
+    import importlib.util
+    import pathlib
+
+    root = pathlib.Path(importlib.util.find_spec("kauldron").origin).parent
+    return sorted(str(path.relative_to(root)) for path in root.rglob("*.py")
+                  if "_src" not in path.parts and any(name in path.read_text() for name in names))

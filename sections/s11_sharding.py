@@ -38,6 +38,17 @@ def data_parallel_training(lesson: Lesson, workdir):
     cfg.sharding = kd_cfg.sharding.ShardingStrategy(params=kd_cfg.sharding.FSDPSharding(min_size_to_shard_mb=0))
     (workdir / "fsdp.json").write_text(cfg.to_json())
     print(cfg.sharding)
+    with lesson.checks():
+        import numpy as np
+        from kauldron import kd
+
+        shapes = {"enc": {"kernel": (16, 32), "bias": (32,)}, "out": {"kernel": (32, 1), "bias": (1,)}}  # section 6's
+        arrays = jax.tree.map(lambda shape: np.zeros(shape, np.float32), shapes, is_leaf=lambda x: isinstance(x, tuple))
+        lesson.check(kd.sharding.FSDPSharding().min_size_to_shard_mb == 4
+                     and all(leaf.spec == jax.sharding.PartitionSpec()
+                             for leaf in jax.tree.leaves(kd.sharding.FSDPSharding()(arrays))),
+                     "FSDPSharding's min_size_to_shard_mb is 4 by default, and then leaves every array of the"
+                     " regression's parameter shapes whole")
 
     lesson.md("""
     ## On 8 devices, by default: the batch is split, the parameters are copied
@@ -119,20 +130,26 @@ def data_parallel_training(lesson: Lesson, workdir):
     ## Past one host, `jax.distributed.initialize()` comes first
 
     On GPU and CPU clusters every process of a job calls `jax.distributed.initialize()`
-    before anything starts jax's backend (on TPU it is optional). Kauldron never calls it:
-    neither the Trainer nor `python -m kauldron.main`, so a wrapper calls it first
-    (section 18). Called once this process has computed, it is refused.
+    before anything starts jax's backend: jax refuses it after. Not only a computation
+    starts the backend: `jax.devices()` does, and so does importing `kauldron.main` in
+    Kauldron 1.4.4, which calls `jax.devices()` (1.4.2's does not). Kauldron never calls
+    `initialize()`, neither the Trainer nor `python -m kauldron.main`, so a wrapper calls
+    it before it imports `kauldron.main` (section 18). `sections/parts/initialize_after.py`
+    (below) tries it in a fresh process, for a job of one process on loopback:
     """)
-    try:
-        jax.distributed.initialize(coordinator_address="127.0.0.1:1", num_processes=1, process_id=0)
-    except RuntimeError as error:
-        print(str(error).split(". ")[0])
+    tried = lesson.shell("python -m sections.parts.initialize_after jax.devices\n"
+                         "python -m sections.parts.initialize_after kauldron.main", shows=r"^after ")
     with lesson.checks():
-        error = lesson.check_raises(
-            RuntimeError,
-            lambda: jax.distributed.initialize(coordinator_address="127.0.0.1:1", num_processes=1, process_id=0),
-            "jax.distributed.initialize() after this process has computed")
-        lesson.check("must be called before any JAX calls" in str(error), "the error says it must be called before any JAX call")
+        import importlib.metadata
+
+        lesson.check("after jax.devices: initialize() refused: jax.distributed.initialize() must be called before any"
+                     " JAX calls" in tried.output, "in a fresh process, initialize() after jax.devices() is refused")
+        kauldron_version = tuple(int(part) for part in importlib.metadata.version("kauldron").split(".")[:3])
+        refused_after_main = "after kauldron.main: initialize() refused" in tried.output
+        lesson.check(refused_after_main == (kauldron_version >= (1, 4, 4))
+                     and (refused_after_main or "after kauldron.main: initialize() accepted" in tried.output),
+                     "in a fresh process, initialize() after importing kauldron.main: refused from Kauldron 1.4.4,"
+                     " accepted in 1.4.2")
         lesson.check(not (replicated["distributed_initialized"] or fsdp["distributed_initialized"]),
                      "after training on 8 devices, the Trainer had not initialised jax.distributed")
         lesson.check("distributed.initialize" not in library_source("kauldron.main"), "kauldron/main.py never calls it",
