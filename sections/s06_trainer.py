@@ -10,11 +10,12 @@ close, and what `train()` adds around it.
 import itertools
 
 import jax
+import matplotlib.pyplot as plt
 import numpy as np
 from kauldron import kd, konfig
 
 from configs import regression as regression_config
-from harness import Lesson, Panel, section
+from harness import Lesson, section
 from harness.compare import max_difference
 from sections.parts.logs import read_scalars
 
@@ -35,9 +36,9 @@ def trainer_end_to_end(lesson: Lesson, workdir):
     checkpoint every 25 steps, and gets one more metric, which reads an *inner* layer:
     `kd.metrics.Norm` on `interms.enc.__call__[0]`, the output of the Dense layer named
     `enc`, which Flax captures without any change to the model. `konfig.resolve` then
-    builds the `kd.train.Trainer` the config describes: frozen, like every object it
-    holds. The model's field `inputs` names its argument; its value, `"batch.x"`, is the
-    key path it is fed.
+    builds the `kd.train.Trainer` the config describes: frozen, as are its data pipeline
+    and its losses. The model's field `inputs` names its argument; its value, `"batch.x"`,
+    is the key path it is fed.
     """)
     cfg = regression_config.get_config()
     cfg.workdir = str(workdir)  # where train() writes; absolute
@@ -51,6 +52,10 @@ def trainer_end_to_end(lesson: Lesson, workdir):
                            "the resolved model's class, and the key path its `inputs` field holds")
         lesson.check_raises(dataclasses.FrozenInstanceError, lambda: setattr(trainer, "num_train_steps", 5),
                             "changing a field of the resolved Trainer")
+        lesson.check_raises(dataclasses.FrozenInstanceError, lambda: setattr(trainer.train_ds, "batch_size", 5),
+                            "changing a field of its data pipeline")
+        lesson.check_raises(dataclasses.FrozenInstanceError, lambda: setattr(trainer.train_losses["logcosh"], "weight", 5),
+                            "changing a field of its loss")
 
     lesson.md("""
     ## Look before you train
@@ -85,17 +90,25 @@ def trainer_end_to_end(lesson: Lesson, workdir):
     inclusive: `num_train_steps + 1` updates. At each step it evaluates and saves
     *before* the update: the last checkpoint, `ckpt_50`, holds the state after 50
     updates, and the state `train()` returns, after 51, is saved nowhere. Keep it
-    yourself if you need it (a resumed run redoes update 50 instead).
-    `checkpointer.restore(state)` reads the latest checkpoint back into a state of the
-    right structure. Ask a Trainer built again from the config: the one that saved
-    refuses to restore the `TrainState` alone, as its checkpoint manager was made for the
-    whole checkpoint (the data pipeline's position too).
+    yourself if you need it: a run resumed from `ckpt_50` redoes update 50, and this
+    config's `InMemoryPipeline` saves no position, so it does it on the first batch again
+    (section 9). `checkpointer.restore(state)` reads the latest checkpoint back into a
+    state of the right structure. Ask a Trainer built again from the config: the one that
+    saved refuses to restore the `TrainState` alone, as its checkpoint manager was made
+    for the whole checkpoint `train()` saves, of several items.
     """)
     state, aux = trainer.train()
     print("state.step:", int(state.step), " checkpoints:", trainer.checkpointer.all_steps)
     print("last step:", {k: round(float(v), 4) for k, v in aux.compute().metric_values.items()})
     logged = read_scalars(workdir, "train")
     print("logcosh logged:", {step: round(row["losses/logcosh"], 4) for step, row in logged.items()})
+    fig, (loss_ax, enc_ax) = plt.subplots(1, 2, figsize=(11, 4), layout="constrained")
+    steps = sorted(logged)
+    loss_ax.semilogy(steps, [logged[step]["losses/logcosh"] for step in steps], marker="o")
+    loss_ax.set(title="training loss", xlabel="step", ylabel="logcosh (log scale)")
+    enc_ax.plot(steps, [logged[step]["metrics/enc_norm"] for step in steps], marker="o")
+    enc_ax.set(title="an inner layer, read by key path", xlabel="step", ylabel="mean row norm")
+    fig.suptitle("train() on the regression config: what it logged")
     # The latest checkpoint, read back by a Trainer built again from the config:
     saved = konfig.resolve(cfg).checkpointer.restore(trainer.init_state())
     print("the latest checkpoint's state.step:", int(saved.step))
@@ -109,17 +122,15 @@ def trainer_end_to_end(lesson: Lesson, workdir):
         refusal = lesson.check_raises(ValueError, lambda: trainer.checkpointer.restore(trainer.init_state()),
                                       "the Trainer that saved, restoring the TrainState alone")
         lesson.check("Composite" in str(refusal), f"it wants the whole checkpoint: {str(refusal).splitlines()[0]}")
+        resumed, _ = konfig.resolve(cfg).train()  # from ckpt_50: update 50 again
+        redone, _ = trainer.trainstep.step(jax.tree.map(np.array, saved), next(iter(trainer.train_ds)))
+        lesson.check(max_difference(resumed.params, redone.params) < 1e-6
+                     and max_difference(resumed.params, state.params) > 1e-3,
+                     "a run resumed from ckpt_50 redoes update 50 on the pipeline's first batch, not on batch 50")
         lesson.check(logged[50]["losses/logcosh"] * 10 <= logged[0]["losses/logcosh"],
                      "the logged training loss fell at least 10x from step 0 to step 50")
         lesson.check({"config.json", "element_spec.json", "train"} <= {p.name for p in workdir.iterdir()},
                      "train() wrote config.json, element_spec.json and the train/ metrics to the workdir")
-        steps = sorted(logged)
-        lesson.plot("Section 6: train() on the regression config",
-                    Panel("training loss", "step", "logcosh (log scale)", log_y=True,
-                          lines={"logcosh": (steps, [logged[k]["losses/logcosh"] for k in steps])}),
-                    Panel("an inner layer, read by key path", "step", "mean row norm",
-                          lines={"enc_norm ('interms.enc.__call__[0]')":
-                                 (steps, [logged[k]["metrics/enc_norm"] for k in steps])}))
 
     lesson.md("""
     ## The core of `train()`, by hand
@@ -127,26 +138,20 @@ def trainer_end_to_end(lesson: Lesson, workdir):
     Strip away checkpoints, evaluators and logging and what is left is the Trainer's own
     train step, called on one batch after another: Kauldron's docs call it the mid-level
     API. `state = trainer.init_state()`, then `state, aux = trainer.trainstep.step(state,
-    batch)` for each batch of `trainer.train_ds.device_put(sharding)`, which places each
-    batch on the devices with that sharding, as `train()` does with the Trainer's
-    (section 11). The docs write the sharding as `trainer.sharding.ds`, which this
-    Kauldron refuses: it is `trainer.sharding.batch` now. The pipeline never ends
-    (`num_epochs=None`), so the loop takes the first 50 batches. From the same initial
-    state and the same batches, it reaches the state of the latest checkpoint: the state
-    before `train()`'s last update.
+    batch)` for each batch of `trainer.train_ds.device_put(trainer.sharding.batch)`,
+    which places each batch on the devices with the Trainer's batch sharding, as
+    `train()` does (section 11); the older name, `trainer.sharding.ds`, now raises a
+    `DeprecationWarning`. The pipeline never ends (`num_epochs=None`), so the loop takes
+    the first 50 batches. From the same initial state and the same batches, it reaches
+    the state of the latest checkpoint: the state before `train()`'s last update.
     """)
-    try:
-        print(trainer.sharding.ds)  # as Kauldron's docs write it
-    except DeprecationWarning as e:
-        print("trainer.sharding.ds ->", e)
     state_by_hand = trainer.init_state()
     batches = iter(trainer.train_ds.device_put(trainer.sharding.batch))
     for batch in itertools.islice(batches, cfg.num_train_steps):  # steps 0 to 49
         state_by_hand, aux = trainer.trainstep.step(state_by_hand, batch)
     print("state.step by hand:", int(state_by_hand.step))
     with lesson.checks():
-        lesson.check_raises(DeprecationWarning, lambda: trainer.sharding.ds,
-                            "trainer.sharding.ds, as the docs' mid-level API writes it: reading it")
+        lesson.check_raises(DeprecationWarning, lambda: trainer.sharding.ds, "reading trainer.sharding.ds, the older name")
         lesson.check_equal(batch["x"].sharding, trainer.sharding.batch,
                            "a batch device_put placed: its sharding is the Trainer's batch sharding")
         lesson.check(max_difference(state_by_hand.params, saved.params) < 1e-5,
@@ -154,32 +159,20 @@ def trainer_end_to_end(lesson: Lesson, workdir):
         params_at_50 = jax.tree.map(np.array, state_by_hand.params)  # a copy: the next step deletes them
 
     lesson.md("""
-    ## What `train()` adds around the step: a transfer guard
+    ## One step more reaches `train()`'s parameters; the old state is gone
 
-    `train()` runs its loop under `jax.transfer_guard("disallow")`, so a copy from host
-    to device that nobody asked for fails loudly. The pipeline yields numpy arrays: given
-    one, the step has jax copy it to the device implicitly, which the guard refuses. The
-    loop above placed its batches explicitly, so its steps run under the guard too. Here
-    is step 50, as `train()` runs it, asked also for the step's loss and metric states.
-    The step *donates* the state it is given: XLA may reuse its buffers for the new
-    state, and jax deletes the old arrays, so a donated state must never be used again.
-    The batch is not donated.
+    Step 50 by hand, the update `train()` made after its last checkpoint, asked also for
+    the step's loss and metric states, reaches the parameters `train()` returned. The
+    step *donates* the state it is given: XLA may reuse its buffers for the new state,
+    and jax deletes the old arrays, so a donated state must never be used again. The
+    batch is not donated.
     """)
-    with jax.transfer_guard("disallow"):
-        try:
-            trainer.trainstep.step(trainer.init_state(), next(iter(trainer.train_ds)))
-        except jax.errors.JaxRuntimeError as e:
-            print("a numpy batch:", str(e).split(", dst_sharding")[0])
-        batch = next(batches)  # placed by device_put
-        final_by_hand, aux = trainer.trainstep.step(state_by_hand, batch, return_losses=True, return_metrics=True)
+    batch = next(batches)  # batch 50, placed by device_put
+    final_by_hand, aux = trainer.trainstep.step(state_by_hand, batch, return_losses=True, return_metrics=True)
     values = {name: float(s.compute()) for name, s in {**aux.loss_states, **aux.metric_states}.items()}
     print("step 50 by hand:", {name: round(value, 4) for name, value in values.items()})
+    print("the given state deleted:", state_by_hand.params["enc"]["kernel"].is_deleted())
     with lesson.checks():
-        refused = lesson.check_raises(
-            jax.errors.JaxRuntimeError,
-            lambda: guarded(lambda: trainer.trainstep.step(trainer.init_state(), next(iter(trainer.train_ds)))),
-            "under jax.transfer_guard('disallow'), a step given a numpy batch")
-        lesson.check("Disallowed host-to-device transfer" in str(refused), "the error says: a host-to-device transfer")
         lesson.check(max_difference(final_by_hand.params, state.params) < 1e-5,
                      "51 steps by hand from init_state() reach train()'s parameters (within 1e-5)")
         lesson.check(all(p.is_deleted() for p in jax.tree.leaves(state_by_hand.params)),
@@ -187,6 +180,31 @@ def trainer_end_to_end(lesson: Lesson, workdir):
         lesson.check(not batch["x"].is_deleted(), "the step did not donate the batch: it is still there")
         lesson.check_close(values["enc_norm"], enc_norm_by_hand(params_at_50, batch["x"]),
                            "enc_norm at step 50 = the mean row norm of enc's output, by Flax", rel=1e-5)
+
+    lesson.md("""
+    ## Going further: the transfer guard `train()` sets
+
+    `train()` runs its loop under `jax.transfer_guard("disallow")`, so a copy from host
+    to device that nobody asked for fails loudly. The pipeline yields numpy arrays: given
+    one, the step has jax copy it to the device implicitly, which the guard refuses. A
+    batch placed with `device_put`, as the loop above places them, passes.
+    """)
+    with jax.transfer_guard("disallow"):
+        try:
+            trainer.trainstep.step(trainer.init_state(), next(iter(trainer.train_ds)))
+        except jax.errors.JaxRuntimeError as e:
+            print("a numpy batch:", str(e).split(", dst_sharding")[0])
+        guarded, _ = trainer.trainstep.step(trainer.init_state(), batch)  # placed by device_put
+    print("a placed batch: state.step", int(guarded.step))
+    with lesson.checks():
+        refused = lesson.check_raises(
+            jax.errors.JaxRuntimeError,
+            lambda: guarded_call(lambda: trainer.trainstep.step(trainer.init_state(), next(iter(trainer.train_ds)))),
+            "under jax.transfer_guard('disallow'), a step given a numpy batch")
+        lesson.check("Disallowed host-to-device transfer" in str(refused), "the error says: a host-to-device transfer")
+        lesson.check(all(isinstance(x, np.ndarray) for x in next(iter(trainer.train_ds)).values()),
+                     "the pipeline (InMemoryPipeline) yields numpy arrays")
+        lesson.check(int(guarded.step) == 1, "under the guard, a step given a placed batch ran")
         probe = GuardProbe()
         dataclasses.replace(trainer, workdir=workdir / "guard-probe", num_train_steps=1, checkpointer=None,
                             writer=None, profiler=probe).train()
@@ -204,7 +222,7 @@ import dataclasses  # noqa: E402 - what the checks use, apart from the page's im
 from sections.parts.regression import MLP  # noqa: E402
 
 
-def guarded(fn):
+def guarded_call(fn):
     """fn() under the transfer guard train() sets."""
     with jax.transfer_guard("disallow"):
         return fn()
