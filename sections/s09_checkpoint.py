@@ -11,12 +11,13 @@ checkpoint.
 import shutil
 
 import jax
+import matplotlib.pyplot as plt
 import numpy as np
 from kauldron import konfig
 
 from configs import preemptible as preemptible_config
 from configs import regression as regression_config
-from harness import Lesson, Panel, section
+from harness import Lesson, section
 from harness.compare import max_difference
 from sections.parts.logs import read_scalars
 
@@ -113,6 +114,13 @@ def evaluate_checkpoint_resume(lesson: Lesson, workdir):
     all_evals = read_scalars(cfg.workdir, "eval")
     print("resumed from:", resumed_from, " checkpoints:", second.checkpointer.all_steps,
           " evaluated at:", sorted(all_evals))
+    fig, (loss_ax, metric_ax) = plt.subplots(1, 2, figsize=(11, 4), layout="constrained")
+    steps = sorted(all_evals)
+    loss_ax.semilogy(steps, [all_evals[step]["losses/logcosh"] for step in steps], marker="o")
+    loss_ax.set(title="eval loss (128 rows)", xlabel="step", ylabel="logcosh (log scale)")
+    metric_ax.plot(steps, [all_evals[step]["metrics/within_tol"] for step in steps], marker="o")
+    metric_ax.set(title="eval metric (pooled over 128 rows)", xlabel="step", ylabel="within_tol")
+    fig.suptitle(f"Evaluation every {EVERY} steps, across a resume at step 40")
     with lesson.checks():
         lesson.check_equal(resumed_from, 40, "the checkpoint the second Trainer resumes from")
         lesson.check_equal(int(state.step), 61, "state.step after resuming to num_train_steps=60")
@@ -122,12 +130,6 @@ def evaluate_checkpoint_resume(lesson: Lesson, workdir):
                            "the eval steps each train() call wrote")
         lesson.check(all_evals[60]["losses/logcosh"] * 10 < all_evals[0]["losses/logcosh"],
                      "the eval loss fell at least 10x from step 0 to step 60")
-        steps = sorted(all_evals)
-        lesson.plot(f"Section 9: evaluation every {EVERY} steps, across a resume at step 40",
-                    Panel("eval loss (128 rows)", "step", "logcosh (log scale)", log_y=True,
-                          lines={"eval logcosh": (steps, [all_evals[k]["losses/logcosh"] for k in steps])}),
-                    Panel("eval metric (pooled over 128 rows)", "step", "within_tol",
-                          lines={"eval within_tol": (steps, [all_evals[k]["metrics/within_tol"] for k in steps])}))
 
     lesson.md("""
     ## Does the resumed run match one never interrupted?

@@ -10,11 +10,12 @@ and what changes from one epoch to the next. It trains nothing.
 
 import itertools
 
+import matplotlib.pyplot as plt
 import numpy as np
 from kauldron import kd, konfig
 
 from configs import mixture as mixture_config
-from harness import Lesson, Panel, section
+from harness import Lesson, section
 
 
 @section(20, "mixture", "A data mixture and a random augmentation, reproduced by the Trainer's seed", part="recipes",
@@ -162,6 +163,13 @@ def mixture_and_augmentation(lesson: Lesson, workdir):
     print("changed:", sum(not np.array_equal(a, b) for a, b in zip(augmented["image"], plain["image"])), "of 64")
     print({name: all(np.array_equal(a["image"], b["image"]) for a, b in zip(batches, seen[:4]))
            for name, (_, batches) in runs.items()})
+    fig, axes = plt.subplots(2, 12, figsize=(11, 2.6), layout="constrained")
+    for row, batch in zip(axes, (plain, augmented)):
+        for ax, image, label, shifted in zip(row, batch["image"], batch["label"], batch["shifted"]):
+            ax.imshow(image[..., 0], cmap="gray_r")
+            ax.set_title(f"{int(label[0])}{' shifted' if shifted else ''}", fontsize=8)
+            ax.axis("off")
+    fig.suptitle("The mixture's first digits, as stored (top) and augmented (bottom), seed 0")
     with lesson.checks():
         import grain.python as grain
 
@@ -189,9 +197,6 @@ def mixture_and_augmentation(lesson: Lesson, workdir):
                      "seed 0 again: the 256 first images, bit for bit")
         both, differ = rotated_alike(seen[:4], runs["seed 1"][1])
         lesson.check(both > 0 and differ == both, f"seed 1 rotates each of the {both} digits both runs hold another way")
-        lesson.plot("Section 20: the mixture's first digits, as stored and augmented (seed 0)",
-                    Panel("without the augmentation", "", "", images=digit_images(plain)),
-                    Panel("augmented: rotated by up to 15 degrees", "", "", images=digit_images(augmented)))
 
     lesson.md("""
     ## Epochs: the same digit, rotated anew
@@ -350,9 +355,3 @@ def rotated_alike(ours, theirs) -> tuple[int, int]:
                for image, s, i in zip(batch["image"], batch["shifted"], batch["index"])} for batches in (ours, theirs)]
     both = images[0].keys() & images[1].keys()
     return len(both), sum(not np.array_equal(images[0][key], images[1][key]) for key in both)
-
-
-def digit_images(batch, count: int = 12) -> list:
-    """The first `count` images of a batch, for the figure, captioned with label and source."""
-    return [(batch["image"][k][..., 0].tolist(), f"{int(batch['label'][k][0])}{' shifted' if batch['shifted'][k] else ''}")
-            for k in range(count)]
