@@ -2,8 +2,9 @@
 
 Shape bugs in JAX code are silent: broadcasting turns a wrong shape into a wrong number.
 `kauldron.ktyping` annotations such as `Float["*b n c"]` name each axis, and under
-`@kt.typechecked` every call is checked: the first argument binds each name to a size,
-and every later use of that name, in other arguments and in the return value, must agree.
+`@kt.typechecked` every call is checked, argument by argument: the first argument that
+uses a name binds it to a size, and every later use of that name, in other arguments and
+in the return value, must agree.
 The three functions this lesson calls come first.
 """
 
@@ -89,9 +90,11 @@ def named_axes_are_checked(lesson: Lesson):
     ## `kd.typing`, the older module
 
     Kauldron has a second module for the same job, `kauldron.typing` (exported as
-    `kd.typing`), which checks through jaxtyping and typeguard; many Kauldron codebases
-    still use it. Its report of the same mismatch adds Kauldron's own summary of the
-    inputs and the inferred dimensions (shown from `Inputs:` on).
+    `kd.typing`), whose annotations are jaxtyping types; Kauldron's own data transforms
+    (`kd.data.ValueRange`, for one) still use it. Its report of the same mismatch adds
+    Kauldron's own summary of the inputs and the inferred dimensions (shown from
+    `Inputs:` on). The two do not mix: a `@kt.typechecked` function annotated with
+    `kd.typing` types raises `RuntimeError` when called.
     """)
     try:
         legacy_project(jnp.zeros((2, 16, 8)), jnp.zeros((5, 32)))
@@ -106,15 +109,32 @@ def named_axes_are_checked(lesson: Lesson):
         lesson.check(kd.typing is kd_typing, "kauldron.typing is exported as kd.typing")
         lesson.check("weights: Float['c d'] = f32[5 32]" in str(error) and "Inferred Dims:" in str(error)
                      and "'c': 8" in str(error), "Kauldron's summary lists weights: Float['c d'] = f32[5 32] and 'c': 8")
+        import typing
+
+        import jaxtyping
+
+        members = typing.get_args(kd_typing.Float["c d"])
+        lesson.check(members and all(issubclass(t, jaxtyping.AbstractArray) for t in members),
+                     "kd.typing.Float['c d'] is a union of jaxtyping array types")
+        lesson.check_raises(kd_typing.TypeCheckError,
+                            lambda: kd.data.ValueRange(key="x", vrange=(0.0, 1.0)).map_element([0, 255]),
+                            "kd.data.ValueRange.map_element given a list, not an array (kd.typing's error, not ktyping's)")
+
+        @kt.typechecked
+        def mixed(x: kd_typing.Float["b c"]) -> kd_typing.Float["b c"]:
+            return x
+
+        error = lesson.check_raises(RuntimeError, lambda: mixed(jnp.zeros((2, 3))),
+                                    "calling a @kt.typechecked function annotated with kd.typing types")
+        lesson.check("Mixing of ktyping and jaxtyping detected" in str(error), "the error says ktyping and jaxtyping mix")
 
     lesson.md("""
-    ## `kd.typing` needs TensorFlow; ktyping does not
+    ## Going further: `kd.typing` needs TensorFlow; ktyping does not
 
-    The two modules differ in what they need: `kauldron.typing` imports TensorFlow,
-    which takes seconds, and `kauldron.ktyping` does not. A fresh Python process imports
-    ktyping and looks whether TensorFlow came with it; then it makes TensorFlow
-    unimportable (`sys.modules` maps it to None, as if it were not installed) and imports
-    `kauldron.typing`.
+    The two modules differ in what they need: `kauldron.typing` imports TensorFlow, and
+    `kauldron.ktyping` does not. A fresh Python process imports ktyping and looks whether
+    TensorFlow came with it; then it makes TensorFlow unimportable (`sys.modules` maps it
+    to None, as if it were not installed) and imports `kauldron.typing`.
     """)
     imports = lesson.shell(
         "python -c \"import sys, kauldron.ktyping; print('TensorFlow imported:', 'tensorflow' in sys.modules);"

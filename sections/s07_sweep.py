@@ -2,9 +2,10 @@
 
 An experiment's config file can also say how to vary it: besides `get_config()`, it
 defines `sweep()`, which yields one dict of overrides per run, mapping a key path to a new
-value. That is Kauldron's convention; its XManager launcher reads `sweep()` and starts one
-job per dict. This lesson runs the same loop in one process: apply the overrides, resolve,
-train. Not a character of the model, the loss or the loop changes.
+value. That is Kauldron's convention; its XManager launcher, given `--xp.sweep`, reads
+`sweep()` and starts one job per dict. This lesson runs the same loop in one process:
+apply the overrides, resolve, train. Not a character of the model, the loss or the loop
+changes.
 """
 
 import importlib
@@ -44,10 +45,13 @@ def sweep_over_overrides(lesson: Lesson, workdir):
 
     For each dict: a fresh config, the overrides set by key path with
     `kontext.set_by_path`, `konfig.resolve` into a frozen Trainer, `train()`, in a
-    workdir of its own. Here every run is cut to 50 steps, which is enough to tell the
-    runs apart: it makes `num_train_steps + 1` = 51 updates. The checks below make sure
-    every override reached the resolved Trainer, not just the config: the parameter
-    shapes and the optimizer's updates are the ones the overrides describe.
+    workdir of its own. A path must match how the config was written:
+    `optimizer.learning_rate` works because `get_config` passes `learning_rate=` by
+    keyword; on `optax.sgd(0.05)`, written positionally, it adds a second learning rate,
+    and `konfig.resolve` raises `TypeError`. Every run is cut to 50 steps: it makes
+    `num_train_steps + 1` = 51 updates. The checks below make sure every override
+    reached the resolved Trainer, not just the config: the parameter shapes and the
+    optimizer's updates are the ones the overrides describe.
     """)
 
     final_loss, trainers = {}, {}
@@ -66,24 +70,39 @@ def sweep_over_overrides(lesson: Lesson, workdir):
         print(f"{name:28} state.step {int(state.step)}  final logcosh {final_loss[name]:.4f}")
     fig, ax = plt.subplots(figsize=(7.5, 3), layout="constrained")
     ax.barh(list(final_loss), list(final_loss.values()))
-    ax.invert_yaxis()  # the first run on top
     ax.set(title=f"One config, {len(final_loss)} overrides, {cfg.num_train_steps + 1} updates each",
            xlabel="final training logcosh")
+    ax.invert_yaxis()  # the first run on top
     with lesson.checks():
         for overrides, (name, trainer) in zip(regression_config.sweep(), trainers.items(), strict=True):
             check_the_override_took(lesson, trainer, overrides, name)
         lesson.check_equal(int(state.step), 51, "state.step after a run with num_train_steps=50")
         lesson.check(len(set(final_loss.values())) == len(final_loss), "every override changed the final loss")
+        import dataclasses
+
+        with konfig.imports():
+            import optax as optax_cfg
+
+        lesson.check_raises(dataclasses.FrozenInstanceError, lambda: setattr(trainer, "num_train_steps", 10),
+                            "assigning a field of a resolved Trainer")
+        positional = regression_config.get_config()
+        positional.optimizer = optax_cfg.sgd(0.05)
+        kontext.set_by_path(positional, "optimizer.learning_rate", 0.1)
+        error = lesson.check_raises(TypeError, lambda: konfig.resolve(positional.optimizer),
+                                    "resolving optax.sgd(0.05) after set_by_path('optimizer.learning_rate', 0.1)")
+        lesson.check("multiple values for argument 'learning_rate'" in str(error),
+                     "the error: sgd() got multiple values for argument 'learning_rate'")
         lesson.fact("final_logcosh", final_loss)
 
     lesson.md("""
     ## Kauldron's launcher runs the same loop as jobs, on Google's infrastructure
 
-    `kauldron.kxm`, the XManager launcher, reads `sweep()` (and combines several
-    `sweep_<name>()` functions as a product with `--xp.sweep=a,b`) and starts one
-    `python -m kauldron.main` job per dict, passing each override as a flag. It needs
-    Google's internal tools: from the PyPI package it does not even import. Section 10
-    runs one of these jobs from the command line, with the flags the launcher would pass.
+    `kauldron.kxm`, the XManager launcher, reads `sweep()` when given `--xp.sweep=True`
+    (`--xp.sweep=a,b` combines `sweep_a()` and `sweep_b()` as a product) and starts one
+    `python -m kauldron.main` job per dict, passing each override as a flag; without
+    `--xp.sweep` it starts one job, with no overrides. It needs Google's internal tools:
+    from the PyPI package it does not even import. Section 10 runs one of these jobs from
+    the command line, with the flags the launcher would pass.
     """)
     try:
         importlib.import_module("kauldron.kxm")
@@ -100,6 +119,13 @@ def sweep_over_overrides(lesson: Lesson, workdir):
                      and 'script_path="//third_party/py/kauldron/main.py"' in launcher,
                      "kxm's KauldronSweep runs the product of the sweeps named, and its jobs run kauldron/main.py"
                      " with each override as a cfg.<path> flag", internal="reads Kauldron's source")
+        sweeps = library_text("kauldron", "xm/_src/sweep_cfg_utils.py")
+        lesson.check("case None | False:\n        return []\n      case True:\n        return [\"\"]" in sweeps
+                     and 'fn_name = "sweep_" + fn_name if fn_name else "sweep"' in sweeps
+                     and "for sweep_kwargs in itertools.product(*sweeps):" in sweeps,
+                     "kxm's sweep names: none without --xp.sweep (the product of no sweeps: one job, no overrides),"
+                     " sweep() for --xp.sweep=True, sweep_<name>() for each name given",
+                     internal="reads Kauldron's source")
         best = min(final_loss, key=final_loss.get)
         lesson.summary = f"{len(final_loss)} runs; best {final_loss[best]:.4f} ({best}); kxm does not import from PyPI"
 

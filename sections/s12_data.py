@@ -28,6 +28,8 @@ def pipeline_as_config(lesson: Lesson):
     `SyntheticImages` (below) returns one example per index: a small uint8 image, a label
     and an id. `kd.data.py.DataSource` batches it; `kd.inspect.json_spec_like` describes
     a batch (dtype and shape of each feature) without anyone writing its shapes down.
+    `num_workers=0` reads in this process, as Kauldron does by itself in a notebook; a
+    script left at the default, 16, reads in worker processes.
     """)
     raw = kd.data.py.DataSource(data_source=SyntheticImages(size=64), batch_size=8, shuffle=False,
                                 num_epochs=1, seed=0, num_workers=0)
@@ -36,41 +38,66 @@ def pipeline_as_config(lesson: Lesson):
         before = kd.inspect.json_spec_like(raw.element_spec)
         lesson.check_equal(before, {"id": "i64[8]", "image": "ui8[8 8 8 3]", "label": "i64[8]"},
                            "the element spec without transforms")
+        lesson.check_equal(kd.data.py.DataSource(data_source=SyntheticImages(size=64), batch_size=8,
+                                                 shuffle=False).num_workers, 16, "DataSource's num_workers by default")
+        import contextlib
+        import io
+        from unittest import mock
+
+        from kauldron.data.py import base
+
+        with contextlib.redirect_stdout(io.StringIO()), mock.patch("etils.epy.is_notebook", return_value=True):
+            in_a_notebook = base._get_num_workers(16)
+        lesson.check_equal((base._get_num_workers(16), in_a_notebook), (16, 0),
+                           "the workers a DataSource asked for 16 uses, in a script and in a notebook",
+                           internal="a private name")
 
     lesson.md("""
     ## Transforms are config entries
 
     `kd.data.Elements` keeps, drops or renames features, `kd.data.ValueRange` rescales
-    one (here from [0, 255] to [-1, 1]), `kd.data.Rearrange` reshapes one with an einops
-    pattern. Named in a dict, they run in order on every example. The pipeline is written
-    as a config (`kd_cfg`, imported under `konfig.imports()`), and resolved to use it.
+    one (here to [-1, 1], from its default input range [0, 255], clipping by default),
+    `kd.data.Rearrange` reshapes one with an einops pattern. Named in a dict, they run in
+    order on every example: the last two read `pixels`, the name the first gives the
+    image. The pipeline is written as a config (`kd_cfg`, imported under
+    `konfig.imports()`), and resolved to use it.
     """)
     cfg = kd_cfg.data.py.DataSource(
         data_source=images_cfg.SyntheticImages(size=64),
         transforms={
-            "select": kd_cfg.data.Elements(drop=["id"], rename={"label": "target"}),
-            "range": kd_cfg.data.ValueRange(key="image", vrange=(-1.0, 1.0)),
-            "flatten": kd_cfg.data.Rearrange(key="image", pattern="h w c -> (h w c)"),
+            "select": kd_cfg.data.Elements(drop=["id"], rename={"image": "pixels", "label": "target"}),
+            "range": kd_cfg.data.ValueRange(key="pixels", vrange=(-1.0, 1.0)),
+            "flatten": kd_cfg.data.Rearrange(key="pixels", pattern="h w c -> (h w c)"),
         },
         batch_size=8, shuffle=False, num_epochs=1, seed=0, num_workers=0,
     )
     pipeline = konfig.resolve(cfg)
     batch = next(iter(pipeline))
     print(kd.inspect.json_spec_like(pipeline.element_spec))
-    print("image in", [float(batch["image"].min()), float(batch["image"].max())], "target", batch["target"])
+    print("pixels in", [float(batch["pixels"].min()), float(batch["pixels"].max())], "target", batch["target"])
     with lesson.checks():
+        import numpy as np
+
         after = kd.inspect.json_spec_like(pipeline.element_spec)
-        lesson.check_equal(after, {"image": "f32[8 192]", "target": "i64[8]"}, "the element spec with the transforms")
-        lesson.check(max_difference(batch["image"], raw_images(8).reshape(8, -1) / 255.0 * 2.0 - 1.0) <= 1e-6,
-                     "image = flatten(raw / 255 * 2 - 1), within 1e-6")
+        lesson.check_equal(after, {"pixels": "f32[8 192]", "target": "i64[8]"}, "the element spec with the transforms")
+        lesson.check(max_difference(batch["pixels"], raw_images(8).reshape(8, -1) / 255.0 * 2.0 - 1.0) <= 1e-6,
+                     "pixels = flatten(raw image / 255 * 2 - 1), within 1e-6")
         lesson.check_equal(batch["target"].tolist(), [i % 10 for i in range(8)], "the labels, renamed target")
+        rescaled = kd.data.ValueRange(key="x", vrange=(-1.0, 1.0)).map_element(np.array([0.0, 127.5, 255.0, 510.0]))
+        lesson.check_equal(rescaled.tolist(), [-1.0, 0.0, 1.0, 1.0],
+                           "ValueRange(vrange=(-1, 1)) of 0, 127.5, 255 and 510: from [0, 255], clipped")
+        reordered = kd.data.py.DataSource(data_source=SyntheticImages(size=64),
+                                          transforms=dict(reversed(list(pipeline.transforms.items()))),
+                                          batch_size=8, shuffle=False, num_epochs=1, seed=0, num_workers=0)
+        error = lesson.check_raises(KeyError, lambda: reordered.element_spec, "the same transforms, in reverse order")
+        lesson.check("['pixels'] did not match any keys" in str(error), "the error: no feature is named pixels yet")
 
     lesson.md("""
     ## The pipeline is a config: override anything, then resolve
 
     Because the pipeline is still a config, a batch size, a transform's range or its
-    pattern can be changed, in Python as here or with `--cfg...` flags from the command
-    line (section 10). Resolved again, it is a different pipeline.
+    pattern can be changed before it is resolved, here in Python (section 10 sets config
+    fields from the command line). Resolved again, it is a different pipeline.
     """)
     cfg.batch_size = 16
     cfg.transforms["range"].vrange = (0.0, 1.0)
@@ -78,12 +105,12 @@ def pipeline_as_config(lesson: Lesson):
     changed = konfig.resolve(cfg)
     batch = next(iter(changed))
     print(kd.inspect.json_spec_like(changed.element_spec))
-    print("image in", [float(batch["image"].min()), float(batch["image"].max())])
+    print("pixels in", [float(batch["pixels"].min()), float(batch["pixels"].max())])
     with lesson.checks():
         spec = kd.inspect.json_spec_like(changed.element_spec)
-        lesson.check_equal(spec, {"image": "f32[16 3 8 8]", "target": "i64[16]"}, "the element spec after the overrides")
-        lesson.check(max_difference(batch["image"], raw_images(16).transpose(0, 3, 1, 2) / 255.0) <= 1e-6,
-                     "image = transpose(raw / 255), in [0, 1], within 1e-6")
+        lesson.check_equal(spec, {"pixels": "f32[16 3 8 8]", "target": "i64[16]"}, "the element spec after the overrides")
+        lesson.check(max_difference(batch["pixels"], raw_images(16).transpose(0, 3, 1, 2) / 255.0) <= 1e-6,
+                     "pixels = transpose(raw image / 255), in [0, 1], within 1e-6")
         lesson.check_equal((pipeline.batch_size, changed.batch_size), (8, 16),
                            "the batch sizes of the pipeline resolved before the overrides, and after")
         lesson.fact("element_spec", {"raw": before, "transformed": after, "overridden": spec})

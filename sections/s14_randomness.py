@@ -50,6 +50,10 @@ def randomness_and_modes(lesson: Lesson, workdir):
         no_dropout = trainer.model.clone(rate=0.0).apply(params, x, is_training_property=True,
                                                          rngs={"dropout": keys[0]})["y"]
         lesson.check(not np.array_equal(train_1, train_2), "in training mode, two dropout keys give different outputs")
+        from flax.errors import InvalidRngError
+
+        lesson.check_raises(InvalidRngError, lambda: trainer.model.apply(params, x, is_training_property=True),
+                            "applying the model in training mode without a dropout key")
         lesson.check(np.array_equal(evaluated, no_dropout), "in eval mode, the output is the model's with dropout rate 0")
 
     lesson.md("""
@@ -57,8 +61,9 @@ def randomness_and_modes(lesson: Lesson, workdir):
 
     By default the Trainer hands the model three streams: `params` at initialisation
     only, `dropout` and `default` at initialisation and at every training step (folded
-    with the step), and none in evaluation. All derive from `seed`: the same seed trains
-    to the same parameters, bit for bit, and another seed does not.
+    with the step), and none in evaluation. All derive from `seed`, which also seeds the
+    data pipeline's shuffle: the same seed trains to the same parameters, bit for bit, and
+    another seed draws other keys, other initial parameters and another batch order.
     """)
     streams = trainer.rng_streams
     print({"init": sorted(streams.init_rngs()), "train": sorted(streams.train_rngs(0)),
@@ -80,6 +85,12 @@ def randomness_and_modes(lesson: Lesson, workdir):
                      "the dropout key changes from one training step to the next")
         lesson.check(same(states["seed-0"].params, states["seed-0-again"].params), "two runs with seed 0 end bit for bit equal")
         lesson.check(not same(states["seed-0"].params, states["seed-1"].params), "a run with seed 1 ends elsewhere")
+        seed_1 = konfig.resolve(cfg)  # the config as the loop left it: seed 1
+        lesson.check(not same(seed_1.rng_streams.init_rngs()["params"], streams.init_rngs()["params"])
+                     and not same(seed_1.init_state().params, trainer.init_state().params),
+                     "with seed 1, the params key and the initial parameters differ from seed 0's")
+        lesson.check(not same(next(iter(seed_1.train_ds))["x"], next(iter(trainer.train_ds))["x"]),
+                     "with seed 1, the pipeline's first batch differs from seed 0's")
 
     lesson.md("""
     ## `train()` trains the model; the evaluator evaluates it
@@ -94,6 +105,8 @@ def randomness_and_modes(lesson: Lesson, workdir):
     print(flags, float(final))
     with lesson.checks():
         lesson.check_equal(flags, {"train": 1.0, "eval": 0.0}, "the mode the model saw, averaged at the last step")
+        lesson.check_equal(sorted(read_scalars(workdir / "seed-0", "eval")), [0, last, last + 1],
+                           "the steps eval/ logged: EveryNSteps(20) in a run of num_train_steps=20, then the evaluation above")
         lesson.check_close(float(final), eval_mode_loss(trainer, states["seed-0"]),
                            "the evaluator's loss of the final state = numpy's, model in eval mode", rel=1e-5)
 
@@ -101,9 +114,11 @@ def randomness_and_modes(lesson: Lesson, workdir):
     ## A stream of your own
 
     `NoisyMLP` draws noise from a stream called `noise`. The Trainer provides it once it
-    is listed: `kd.train.RngStreams([kd.train.RngStream("noise", eval=True)])`. A stream
-    is off in evaluation unless `eval=True`. There its keys are folded with the batch's
-    index, not the training step, so every evaluation draws the same noise.
+    is listed: `kd.train.RngStreams([kd.train.RngStream("noise", eval=True)])`. Unlisted,
+    the model still initialises (Flax falls back on the `params` stream), and its first
+    training step raises Flax's `InvalidRngError`. A stream is off in evaluation unless
+    `eval=True`. There its keys are folded with the eval batch's index, not the training
+    step, so every evaluation draws the same noise.
     """)
     cfg = dropout_config.get_config()
     cfg.workdir = str(workdir / "noise")
@@ -111,7 +126,8 @@ def randomness_and_modes(lesson: Lesson, workdir):
     cfg.rng_streams = kd_cfg.train.RngStreams([kd_cfg.train.RngStream("noise", eval=True)])
     cfg.train_metrics = {"noise_mean": randomness_cfg.Average(values="interms.noise_mean[0]")}
     cfg.evals["eval"] = kd_cfg.evals.Evaluator(run=kd_cfg.evals.EveryNSteps(last // 2))
-    konfig.resolve(cfg).train()
+    noisy = konfig.resolve(cfg)
+    noisy.train()
     noise = {name: {step: round(row["metrics/noise_mean"], 6) for step, row in read_scalars(workdir / "noise", name).items()}
              for name in ("train", "eval")}
     print(noise)
@@ -121,15 +137,30 @@ def randomness_and_modes(lesson: Lesson, workdir):
         lesson.check(len(noise["eval"]) == 3 and len(set(noise["eval"].values())) == 1, "the 3 evaluations drew the same noise")
         from kauldron import kd
 
-        lesson.check(kd.train.RngStream("noise").eval is False, "a stream is off in evaluation by default")
+        lesson.check_equal([sorted(kd.train.RngStreams([kd.train.RngStream("noise", eval=e)], seed=0).eval_rngs(0))
+                            for e in (False, True)], [[], ["noise"]],
+                           "the streams eval_rngs gives with RngStream('noise'), then with eval=True")
+        lesson.check(not same(noisy.rng_streams.eval_rngs(0)["noise"], noisy.rng_streams.eval_rngs(1)["noise"]),
+                     "in evaluation, batches 0 and 1 get different noise keys")
+        from flax.errors import InvalidRngError
+
+        from sections.parts.randomness import NoisyMLP
+
+        unlisted = NoisyMLP(inputs="batch.x")  # with the default streams, which do not list noise
+        variables = unlisted.init(trainer.rng_streams.init_rngs(), x)
+        lesson.check_raises(InvalidRngError, lambda: unlisted.apply(variables, x, rngs=trainer.rng_streams.train_rngs(0)),
+                            "a training step's apply of a model drawing from an unlisted stream (its init worked)")
 
     lesson.md("""
-    ## Which key paths a loss or a metric can name
+    ## Going further: which key paths a loss or a metric can name
 
     `trainer.context_specs` describes everything one training step builds; flattened, it
-    is every key path a loss, metric or summary can read. `train()` writes the same table
-    to TensorBoard as `context_spec`, with two more rows, `grads` and `updates`, that say
-    they have the parameters' structure.
+    lists its key paths. A training metric or summary reads the context after the update:
+    `grads.*`, `updates.*` and the losses' states included. A loss runs earlier, inside
+    the gradient: it sees only `step`, `batch`, `params`, `collections`, `opt_state`,
+    `preds` and `interms`. `train()` writes the same table to TensorBoard as
+    `context_spec`, with two more rows, `grads` and `updates`, that say they have the
+    parameters' structure.
     """)
     paths = etree.spec_like(kontext.flatten_with_path(trainer.context_specs))
     for path in ("batch.x", "preds.y", "interms.is_training[0]", "params.out.kernel", "grads.out.kernel"):
@@ -140,11 +171,43 @@ def randomness_and_modes(lesson: Lesson, workdir):
         table = read_tensors(workdir / "seed-0", "train")["context_spec"][0].item().decode()
         lesson.check({"batch.x", "batch.y", "preds.y", "interms.is_training[0]"} <= set(paths),
                      "the key paths this lesson's model, loss and metric use are all listed")
-        lesson.check("`grads.out.kernel`" in table and table.count("<<same structure as params>>") == 2,
-                     "TensorBoard's context_spec lists grads.* rows, and rows grads and updates: same structure as params")
+        rows = {line.split("`")[1]: line.split("`")[3] for line in table.splitlines() if line.startswith("| `")}
+        lesson.check(rows.keys() == set(paths) | {"grads", "updates"} and len(rows) == len(paths) + 2
+                     and rows["grads"] == rows["updates"] == "<<same structure as params>>",
+                     "TensorBoard's context_spec: a row per flattened path, and rows grads and updates: same structure as params")
+        import dataclasses
+
+        seen = {}
+        probing = dataclasses.replace(trainer, train_losses={**trainer.train_losses, "probe": context_probe(seen, "loss")},
+                                      train_metrics={**trainer.train_metrics, "probe": context_probe(seen, "metric")})
+        probing.context_specs  # traces one training step: each probe records what it was given
+        loss_sees = {"step", "batch", "params", "collections", "opt_state", "preds", "interms"}
+        lesson.check_equal(seen, {"loss": sorted(loss_sees), "metric": sorted(loss_sees | {"grads", "updates", "loss_states", "loss_total"})},
+                           "the context fields set when a training step calls a loss, and a metric",
+                           internal="a loss and a metric that override get_state_from_context, the hook the step calls")
         lesson.fact("context_paths", len(paths))
-        lesson.summary = (f"dropout by mode; seed 0 reproduced a {last}-step run bit for bit;"
+        lesson.summary = (f"dropout by mode; seed 0 reproduced a run of {last + 1} updates bit for bit;"
                           " a noise stream of its own, same in each eval")
+
+
+def context_probe(seen: dict, label: str):
+    """A loss (or metric) of 0 that records, in `seen[label]`, which fields of the context
+    it is called with are set: what a loss or a metric can read at that point."""
+    import dataclasses
+
+    import jax.numpy as jnp
+    from kauldron import kd
+
+    @dataclasses.dataclass(eq=True, frozen=True, kw_only=True)
+    class ContextProbe(kd.losses.Loss):
+        def get_values(self):
+            return jnp.zeros(())
+
+        def get_state_from_context(self, context):
+            seen[label] = sorted(f.name for f in dataclasses.fields(context) if getattr(context, f.name) is not None)
+            return self.State.from_values(jnp.zeros(()))
+
+    return ContextProbe()
 
 
 def eval_mode_loss(trainer, state) -> float:
