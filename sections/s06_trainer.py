@@ -109,6 +109,7 @@ def trainer_end_to_end(lesson: Lesson, workdir):
     enc_ax.plot(steps, [logged[step]["metrics/enc_norm"] for step in steps], marker="o")
     enc_ax.set(title="an inner layer, read by key path", xlabel="step", ylabel="mean row norm")
     fig.suptitle("train() on the regression config: what it logged")
+    plt.show()
     # The latest checkpoint, read back by a Trainer built again from the config:
     saved = konfig.resolve(cfg).checkpointer.restore(trainer.init_state())
     print("the latest checkpoint's state.step:", int(saved.step))

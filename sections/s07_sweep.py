@@ -73,6 +73,7 @@ def sweep_over_overrides(lesson: Lesson, workdir):
     ax.set(title=f"One config, {len(final_loss)} overrides, {cfg.num_train_steps + 1} updates each",
            xlabel="final training logcosh")
     ax.invert_yaxis()  # the first run on top
+    plt.show()
     with lesson.checks():
         for overrides, (name, trainer) in zip(regression_config.sweep(), trainers.items(), strict=True):
             check_the_override_took(lesson, trainer, overrides, name)

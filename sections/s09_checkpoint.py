@@ -121,6 +121,7 @@ def evaluate_checkpoint_resume(lesson: Lesson, workdir):
     metric_ax.plot(steps, [all_evals[step]["metrics/within_tol"] for step in steps], marker="o")
     metric_ax.set(title="eval metric (pooled over 128 rows)", xlabel="step", ylabel="within_tol")
     fig.suptitle(f"Evaluation every {EVERY} steps, across a resume at step 40")
+    plt.show()
     with lesson.checks():
         lesson.check_equal(resumed_from, 40, "the checkpoint the second Trainer resumes from")
         lesson.check_equal(int(state.step), 61, "state.step after resuming to num_train_steps=60")

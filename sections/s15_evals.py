@@ -107,6 +107,7 @@ def evaluators_and_summaries(lesson: Lesson, workdir):
     metric_ax.plot(sorted(metric), [float(metric[step]) for step in sorted(metric)], marker="o")
     metric_ax.set(title="evaluator's metric (heldout/)", xlabel="step", ylabel="fraction within 0.1")
     fig.suptitle("Read back from the run's event files")
+    plt.show()
     with lesson.checks():
         lesson.check_equal((sorted(summaries["summaries/preds"]), sorted(summaries["summaries/enc"])),
                            ([0, 20, 40], [0, 20, 40]), "the steps with a histogram and an image")

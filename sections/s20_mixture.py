@@ -170,6 +170,7 @@ def mixture_and_augmentation(lesson: Lesson, workdir):
             ax.set_title(f"{int(label[0])}{' shifted' if shifted else ''}", fontsize=8)
             ax.axis("off")
     fig.suptitle("The mixture's first digits, as stored (top) and augmented (bottom), seed 0")
+    plt.show()
     with lesson.checks():
         import grain.python as grain
 

@@ -156,3 +156,20 @@ def imports_of_node(node: ast.stmt) -> set[str]:
     if isinstance(node, ast.Import):
         return {alias.name for alias in node.names}
     return set()
+
+
+# A cell's last expression is displayed by a notebook: only these calls end a block, as they
+# return None (a figure's block ends with plt.show(), which draws it under the cell).
+ENDS_A_BLOCK = {"print", "plt.show", "np.save"}
+
+
+@pytest.mark.parametrize("info", CATALOG, ids=slug)
+def test_a_block_ends_with_a_statement_a_notebook_would_not_display(info):
+    for step in read(info).steps:
+        for block in step.blocks:
+            last = block.statements[-1]
+            if block.kind == "python" and isinstance(last, ast.Expr):
+                called = ast.unparse(last.value.func) if isinstance(last.value, ast.Call) else None
+                assert called in ENDS_A_BLOCK, (
+                    f"line {last.lineno} ends a block with `{ast.unparse(last)[:60]}`, which a notebook would display:"
+                    " print it, assign it, or end a figure's block with plt.show()")
