@@ -10,6 +10,7 @@ import json
 
 import optax
 from kauldron import konfig
+from optax import sgd
 
 from harness import Lesson, section
 from harness.compare import same
@@ -67,11 +68,11 @@ def config_is_a_call_tree(lesson: Lesson):
                      "after cfg.learning_rate = 0.5, resolving again builds adam(0.5)")
 
     lesson.md("""
-    ## A whole optimizer is nested dicts, and survives JSON
+    ## A whole optimizer is nested dicts, and JSON holds it
 
     However deep the call tree, it is nested dicts: `to_json()` writes it, and a
-    `ConfigDict` read back from that JSON resolves to the same optimizer. optax knows
-    nothing of konfig: no base class, no registry, no decorator.
+    `ConfigDict` read back from that JSON resolves to the same optimizer. optax itself
+    knows nothing of konfig.
     """)
     chain = optax_cfg.chain(
         optax_cfg.clip_by_global_norm(1.0),
@@ -86,23 +87,59 @@ def config_is_a_call_tree(lesson: Lesson):
         direct = optax.chain(optax.clip_by_global_norm(1.0), optax.scale_by_adam(b2=0.99),
                              optax.scale_by_learning_rate(0.003))
         lesson.check(same_updates(rebuilt, direct), "the chain rebuilt from JSON updates exactly like one built with optax")
+        lesson.check_equal(files_naming(optax, ("konfig", "kauldron")), [], "the files of the optax package that name"
+                           " konfig or kauldron", internal="reads optax's source")
+
+    lesson.md("""
+    ## JSON writes a reference as its value
+
+    A field can refer to another with `cfg.ref` (section 2). `to_json()` writes the
+    reference as the value it points to then: read back, the field is a plain number, and
+    an edit to the field it referred to no longer reaches it. A run's `config.json` is
+    written by the same `to_json()` (section 10).
+    """)
+    run = konfig.ConfigDict({"num_train_steps": 1000})
+    run.schedule = optax_cfg.cosine_decay_schedule(init_value=0.003, decay_steps=run.ref.num_train_steps)
+    read_back = konfig.ConfigDict(json.loads(run.to_json()))
+    run.num_train_steps = read_back.num_train_steps = 200
+    print(run.schedule.decay_steps, read_back.schedule.decay_steps)
+    with lesson.checks():
+        lesson.check_equal(json.loads(run.to_json())["schedule"]["decay_steps"], 200,
+                           "decay_steps in to_json() after the edit: the reference written as its value then")
+        lesson.check_equal((run.schedule.decay_steps, read_back.schedule.decay_steps), (200, 1000),
+                           "decay_steps after num_train_steps = 200: the reference follows, the JSON's copy keeps 1000")
+        lesson.check("config_path.write_text(config.to_json())" in kauldron_source("train/metric_writer.py"),
+                     "Kauldron's writer writes config.json with config.to_json()", internal="reads Kauldron's source")
 
     lesson.md("""
     ## In a notebook, `konfig.mock_modules()` instead
 
     Kauldron's own advice ([konfig principles, Colab](https://kauldron.readthedocs.io/en/latest/konfig_philosophy.html#colab)):
     never use `konfig.imports()` on Colab, where regular imports and stand-ins are easily
-    mixed up; mock the modules locally with `konfig.mock_modules()`. Inside its `with`
-    block, every module the notebook imported (`konfig` aside) is a stand-in, so calls
-    are recorded; after it, the same names are the real modules again. (It is also what
-    Kauldron's error says when a built object is put in a config: section 8.)
+    mixed up; mock the modules locally with `konfig.mock_modules()`. These pages are
+    notebook programs and still use `konfig.imports()`, safely: at the top, with stand-ins
+    under names of their own (`optax_cfg`). The mix-up is a stand-in under a module's own
+    name: `import optax` inside the block makes `optax` a stand-in for every later cell.
+
+    Inside `mock_modules()`'s `with` block, every name bound to a module (`konfig` aside)
+    is a stand-in, so calls are recorded; after it, the same names are the real modules
+    again. A name bound to a function or a class (`from optax import sgd`) stays real.
+    (It is also what Kauldron's error says when a built object is put in a config:
+    section 8.)
     """)
     with konfig.mock_modules():
         adam_cfg = optax.adam(learning_rate=1e-5)  # a ConfigDict
+        sgd_built = sgd(learning_rate=1e-5)  # a function's name: not swapped
     optimizer = optax.adam(learning_rate=1e-5)  # the real optax again
     print(adam_cfg)
-    print(type(optimizer).__name__)
+    print(type(sgd_built).__name__, type(optimizer).__name__)
     with lesson.checks():
+        namespace = {}
+        exec("import optax\nfrom kauldron import konfig\nwith konfig.imports():\n    import optax\n", namespace)
+        lesson.check(not isinstance(namespace["optax"], types.ModuleType),
+                     "after `import optax` inside konfig.imports(), the name optax is a stand-in")
+        lesson.check(not isinstance(sgd_built, konfig.ConfigDict) and same_updates(sgd_built, optax.sgd(1e-5)),
+                     "inside konfig.mock_modules(), sgd imported by name builds the real optax.sgd(1e-5)")
         lesson.check(isinstance(adam_cfg, konfig.ConfigDict) and adam_cfg.__qualname__ == "optax:adam",
                      "inside konfig.mock_modules(), optax.adam(...) records the call as a ConfigDict")
         lesson.check(isinstance(optax, types.ModuleType) and same_updates(optimizer, konfig.resolve(adam_cfg)),
@@ -116,9 +153,11 @@ def config_is_a_call_tree(lesson: Lesson):
                      and "konfig.imports()" in konfig.mock_modules.__doc__,
                      "konfig.mock_modules's docstring: meant for interactive environments, where konfig.imports()"
                      " would be inconvenient", internal="reads Kauldron's docstring")
-        lesson.summary = f"{cfg.__qualname__} recorded as data; a chain survived JSON; mock_modules recorded optax.adam"
+        lesson.summary = (f"{cfg.__qualname__} recorded as data; a chain rebuilt from JSON; a reference written"
+                          " as its value; mock_modules recorded optax.adam")
 
 
+import pathlib
 import types
 
 import jax
@@ -142,4 +181,16 @@ def updates_over_steps(transform: optax.GradientTransformation, steps: int = 3) 
 def same_updates(a: optax.GradientTransformation, b: optax.GradientTransformation) -> bool:
     """Whether two optimizers make exactly the same updates over a few steps."""
     return same(updates_over_steps(a), updates_over_steps(b))
+
+
+def files_naming(package: types.ModuleType, words: tuple[str, ...]) -> list[str]:
+    """The Python files of a package whose text names any of `words`."""
+    root = pathlib.Path(package.__file__).parent
+    return sorted(str(path.relative_to(root)) for path in root.rglob("*.py")
+                  if any(word in path.read_text(errors="replace") for word in words))
+
+
+def kauldron_source(relative: str) -> str:
+    """The text of a file of the installed kauldron package."""
+    return (pathlib.Path(konfig.__file__).parent.parent / relative).read_text()
 

@@ -61,10 +61,12 @@ def key_paths_wire_the_parts(lesson: Lesson):
 
     `MeanGap` (above) declares two `kontext.Key` fields.
     `kontext.resolve_from_keyed_obj` reads them and returns the keyword arguments to call
-    it with: each one exactly the array its key names. This is how the Trainer calls every loss and metric, on the context it
-    fills at each step (`kd.train.Context`): its prefixes include `batch`, `preds`,
-    `interms` (what Flax captured inside the model), `params`, `grads` and
-    `loss_states`. Section 6 reads an inner layer through `interms`.
+    it with: each one exactly the array its key names. Kauldron's losses and metrics get
+    their arguments this way, from the context a training step fills
+    (`kd.train.Context`). The losses run in the forward pass, on `batch`, `params`,
+    `preds` and `interms` (what Flax captured inside the model); metrics and summaries
+    run after the backward pass, and also see `grads`, `updates` and `loss_states`.
+    Section 6 reads an inner layer through `interms`.
     """)
     metric = MeanGap(preds="preds.logits", targets="batch.label")
     kwargs = kontext.resolve_from_keyed_obj(context, metric)
@@ -73,8 +75,22 @@ def key_paths_wire_the_parts(lesson: Lesson):
         lesson.check(kwargs["preds"] is context["preds"]["logits"] and kwargs["targets"] is context["batch"]["label"],
                      "resolve_from_keyed_obj gives MeanGap exactly the arrays its keys name, as keyword arguments")
         lesson.fact("mean_gap", metric(**kwargs))
-        lesson.check({"batch", "preds", "interms", "params", "grads", "loss_states"} <= set(context_fields()),
-                     "kd.train.Context has the fields batch, preds, interms, params, grads and loss_states",
+        lesson.check({"batch", "params", "preds", "interms", "grads", "updates", "loss_states"} <= set(context_fields()),
+                     "kd.train.Context has the fields batch, params, preds, interms, grads, updates and loss_states",
+                     internal="reads Kauldron's source")
+        lesson.check(all("kontext.resolve_from_keyed_obj(context, self" in kauldron_file(path)
+                         for path in ("losses/base.py", "metrics/base.py")),
+                     "kd.losses.Loss and kd.metrics.Metric resolve their keys with resolve_from_keyed_obj",
+                     internal="reads Kauldron's source")
+        import re
+
+        step, forward_with_loss = kauldron_functions("train/train_step.py", "_step", "forward_with_loss")
+        lesson.check(re.search(r"jax\.grad\(\s*forward_with_loss", step) and "compute_losses(" in forward_with_loss,
+                     "a training step (TrainStep._step) computes the losses in forward_with_loss, which it"
+                     " differentiates", internal="reads Kauldron's source")
+        lesson.check(step.index("grad_fn(") < step.index("grads=params_grads") < step.index("update_context(context)")
+                     and "get_state_from_context(context), self.metrics" in kauldron_file("train/auxiliaries.py"),
+                     "then it puts grads in the context, then computes the metrics and summaries (update_context)",
                      internal="reads Kauldron's source")
 
     lesson.md("""
@@ -93,8 +109,8 @@ def key_paths_wire_the_parts(lesson: Lesson):
     lesson.md("""
     ## A wrong key says what it could have meant
 
-    A typo in a key fails when the part is called, with the field, the path it could not
-    resolve, and the paths that exist nearby.
+    A typo in a key goes unnoticed until kontext resolves the keys. Then it fails with the
+    field, the path it could not resolve, and the existing paths closest to it.
     """)
     typo = MeanGap(preds="preds.logit", targets="batch.label")
     try:
@@ -104,8 +120,9 @@ def key_paths_wire_the_parts(lesson: Lesson):
     with lesson.checks():
         error = lesson.check_raises(KeyError, lambda: kontext.resolve_from_keyed_obj(context, typo),
                                     "resolving MeanGap(preds='preds.logit')")
-        lesson.check("Couldn't resolve path for 'preds'" in str(error) and "'preds.logits'" in str(error),
-                     "the error names the field preds and suggests 'preds.logits'")
+        lesson.check("Couldn't resolve path for 'preds'" in str(error) and "'preds.logit'" in str(error)
+                     and "'preds.logits'" in str(error),
+                     "the error names the field preds and the path 'preds.logit', and suggests 'preds.logits'")
         lesson.fact("missing_path_error", str(error.args[0]))
         lesson.summary = ("4 paths resolved (an attribute among them); MeanGap rewired by a string;"
                           " a typo's error suggests the path")
@@ -116,11 +133,22 @@ import importlib.util
 import pathlib
 
 
-def context_fields() -> list[str]:
-    """The fields of kd.train.Context, read from its source: importing kauldron.train
+def kauldron_file(relative: str) -> str:
+    """The text of a file of the installed kauldron package: importing kauldron.train
     would load TensorFlow, which this lesson does not need."""
-    path = pathlib.Path(importlib.util.find_spec("kauldron").origin).parent / "train" / "context.py"
-    (context,) = [node for node in ast.parse(path.read_text()).body
+    return (pathlib.Path(importlib.util.find_spec("kauldron").origin).parent / relative).read_text()
+
+
+def context_fields() -> list[str]:
+    """The fields of kd.train.Context, read from its source."""
+    (context,) = [node for node in ast.parse(kauldron_file("train/context.py")).body
                   if isinstance(node, ast.ClassDef) and node.name == "Context"]
     return [node.target.id for node in context.body if isinstance(node, ast.AnnAssign)]
 
+
+def kauldron_functions(relative: str, *names: str) -> list[str]:
+    """The source text of functions of a file of the installed kauldron package."""
+    source = kauldron_file(relative)
+    functions = {node.name: ast.get_source_segment(source, node) for node in ast.walk(ast.parse(source))
+                 if isinstance(node, ast.FunctionDef)}
+    return [functions[name] for name in names]
