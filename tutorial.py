@@ -204,16 +204,11 @@ def main(argv: list[str]) -> int:
                 print(plots_line)
 
         def show_result(result: SectionResult) -> None:
-            """Draws the section's figure, if asked, and prints its result line."""
+            """Writes the section's figure, if asked, and prints its result line."""
             if plots["dir"] is not None and result.figure is not None:
                 path = plots["dir"] / f"{registry.file_stem(result.number, result.slug)}.png"
-                if isinstance(result.figure[1], bytes):
-                    path.parent.mkdir(parents=True, exist_ok=True)
-                    path.write_bytes(result.figure[1])
-                else:
-                    from presenting import plots as drawing
-
-                    drawing.draw(*result.figure, path)
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_bytes(result.figure[1])
                 result.plots.append(str(path))
             terminal.print_result(result)
 

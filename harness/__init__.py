@@ -1,13 +1,13 @@
 """The harness: what runs a lesson and checks it, apart from the lessons themselves.
 
-A lesson (sections/sNN_<slug>.py) imports `section`, `Lesson` and `Panel` from here, and
+A lesson (sections/sNN_<slug>.py) imports `section` and `Lesson` from here, and
 may compare results with harness.compare in its checks.
 program.py reads the lesson format; registry.py lists the sections; teaching.py runs one,
 block by block; lesson.py is what its checks talk to; processes.py starts every process a
 lesson runs; runtime.py holds the process-wide settings; results.py the typed results.
 """
 
-from harness.lesson import Lesson, Panel
+from harness.lesson import Lesson
 from harness.registry import section
 
-__all__ = ["Lesson", "Panel", "section"]
+__all__ = ["Lesson", "section"]

@@ -1,5 +1,5 @@
 """What a lesson's own code talks to: its steps, the shell commands it shows, its checks,
-facts for the JSON results, and the data of a figure.
+and facts for the JSON results.
 
 The body of a `@section` function is the page's program (harness/program.py reads it).
 Only three kinds of statement name the `lesson`, and a page shows none of them as code:
@@ -19,7 +19,6 @@ that a refactor which changes no behaviour may trip it.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import inspect
 import math
 import pathlib
@@ -38,22 +37,6 @@ class SkipSection(Exception):
     """The section cannot run here (the message says why); it is not a failure."""
 
 
-@dataclasses.dataclass
-class Panel:
-    """One panel of a section's figure: curves (label -> (xs, ys)), bars (label -> value),
-    a matrix of counts (rows of numbers, drawn as a heat map with each count written in),
-    or small grey images, each with a caption (drawn as a grid)."""
-
-    title: str
-    xlabel: str
-    ylabel: str
-    lines: dict[str, tuple[list[float], list[float]]] = dataclasses.field(default_factory=dict)
-    bars: dict[str, float] = dataclasses.field(default_factory=dict)
-    log_y: bool = False
-    matrix: list[list[float]] = dataclasses.field(default_factory=list)
-    images: list[tuple[list[list[float]], str]] = dataclasses.field(default_factory=list)
-
-
 def _short(value: Any, limit: int = 120) -> str:
     """A value's repr on one line, cut at `limit` characters."""
     text = " ".join(repr(value).split())
@@ -65,8 +48,9 @@ class Lesson:
     (the run's stdout; by default whatever sys.stdout is when they are written).
 
     The runner (harness/teaching.py) tells it which step and block is running; a lesson
-    only calls `shell`, `checks`, the `check*` methods, `skip_check`, `fact` and `plot`,
-    and may set `summary`, its one-line result."""
+    only calls `shell`, `checks`, the `check*` methods, `skip_check` and `fact`, and may
+    set `summary`, its one-line result. Its figure, if any, is the page's own matplotlib
+    code: the runner keeps it (teaching.py)."""
 
     def __init__(self, workdir: pathlib.Path, shown: TextIO | None = None,
                  run_shell: Callable[..., Any] | None = None):
@@ -78,7 +62,7 @@ class Lesson:
         self.facts: dict[str, Any] = {}
         self.checks_made: list[dict[str, Any]] = []
         self.skipped_checks: list[dict[str, Any]] = []  # claims this run could not check, and why
-        self.figure: tuple[str, list[Panel]] | None = None
+        self.figure: tuple[str, bytes] | None = None  # (title, PNG), drawn by the page's own code
         self.figure_step: int | None = None
         self.in_checks = False
         # Commands started in the background: the runner waits for them when the step ends.
@@ -118,15 +102,10 @@ class Lesson:
         finally:
             self.in_checks = False
 
-    # -- checks, facts, a figure ------------------------------------------------------
+    # -- checks and facts ------------------------------------------------------------
 
     def tell(self, text: str) -> None:
         (self.shown or sys.stdout).write(text)
-
-    def plot(self, title: str, *panels: Panel) -> None:
-        """Records the section's figure: data only, so matplotlib stays optional."""
-        self.figure = (title, list(panels))
-        self.figure_step = max(self.step, 0)
 
     def fact(self, name: str, value: Any) -> Any:
         """Records a verified value for the JSON results, and returns it."""

@@ -30,9 +30,9 @@ class SectionResult:
     steps: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     # Claims this run could not check, {"claim", "why", "step"}: neither passed nor failed.
     skipped_checks: list[dict[str, Any]] = dataclasses.field(default_factory=list)
-    # The lesson's figure, (title, panels), for whoever draws it; in the JSON only its
+    # The lesson's figure, (title, PNG bytes), as its page's code drew it; in the JSON only its
     # title and the step it belongs to.
-    figure: tuple[str, list] | None = None
+    figure: tuple[str, bytes] | None = None
     figure_step: int | None = None
 
     @classmethod

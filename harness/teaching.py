@@ -43,7 +43,7 @@ INDENT = "    "
 def run(info: SectionInfo, workdir: pathlib.Path) -> SectionResult:
     """Imports the section's module, prints its introduction, runs its program in
     `workdir`, and records the outcome: each block's output (shown as it comes, too), the
-    checks, and the data of its figure, if any. A failure names the step it happened in.
+    checks, and its figure, if its code drew one. A failure names the step it happened in.
 
     KeyboardInterrupt is not caught: the driver handles it for the whole run."""
     start = time.perf_counter()
