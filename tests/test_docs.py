@@ -44,3 +44,11 @@ def test_every_figure_a_page_shows_is_there():
     for page in DOCS.glob("*.md"):
         for figure in re.findall(r"!\[[^\]]*\]\(([^)]+)\)", page.read_text()):
             assert (DOCS / figure).is_file(), f"{page.name} shows {figure}, which is missing"
+
+
+def test_a_page_s_visible_story_is_short_its_digressions_and_checks_folded():
+    """What a reader scrolls through outside the folds: at most 300 lines of Markdown for
+    the median page (digressions go to a Going further fold, checks fold under their step)."""
+    visible = sorted(len(re.sub(r"<details[^>]*>.*?</details>", "", page.read_text(), flags=re.S).splitlines())
+                     for page in DOCS.glob("[0-9][0-9]-*.md"))
+    assert visible[len(visible) // 2] <= 300, visible
