@@ -42,7 +42,9 @@ def evaluate_checkpoint_resume(lesson: Lesson, workdir):
     evaluates and saves *before* each update, so a run of 40 steps saves at 0, 20 and 40,
     and its last checkpoint holds the state before the last update: the state `train()`
     returns, at step 41, is saved nowhere. A Trainer built again from the config reads
-    the latest checkpoint back with `checkpointer.restore`.
+    the latest checkpoint back with `checkpointer.restore`, given a state of the same
+    structure, whose arrays it deletes by default to free their memory: give it a fresh
+    one.
     """)
     cfg = regression_config.get_config()
     cfg.workdir = str(workdir / "run")
@@ -57,10 +59,15 @@ def evaluate_checkpoint_resume(lesson: Lesson, workdir):
     first = konfig.resolve(cfg)
     state, _ = first.train()
     print("checkpoints:", first.checkpointer.all_steps, " state.step:", int(state.step))
-    saved = konfig.resolve(cfg).checkpointer.restore(first.init_state())
+    fresh = first.init_state()
+    saved = konfig.resolve(cfg).checkpointer.restore(fresh)
     print("the latest checkpoint's state.step:", int(saved.step))
     with lesson.checks():
         lesson.check_equal(list(first.checkpointer.all_steps), [0, 20, 40], "the checkpoint steps of a 40-step run")
+        lesson.check_equal(int(state.step), 41, "the state.step of the state train() returns after 40 steps")
+        given = [leaf for leaf in jax.tree.leaves(fresh) if isinstance(leaf, jax.Array)]
+        lesson.check(given and all(leaf.is_deleted() for leaf in given),
+                     "checkpointer.restore(state) deleted the arrays of the state it was given")
         lesson.check(first.evals["eval"].losses == first.train_losses and first.evals["eval"].metrics == first.train_metrics,
                      "an Evaluator given no losses or metrics uses the training ones")
         lesson.check_equal(int(saved.step), 40, "the latest checkpoint's state.step: 40 updates, not 41")
@@ -104,8 +111,8 @@ def evaluate_checkpoint_resume(lesson: Lesson, workdir):
     The same config with `num_train_steps=60`, resolved again: the new Trainer finds the
     checkpoint of step 40 and goes on from there, redoing update 40, whose result the
     first run never saved. By default a `Checkpointer` keeps the 3 latest checkpoints.
-    Each `train()` call writes its own event files, so the evaluation at step 40 is
-    logged twice, the second time by the resumed run.
+    Each Trainer (each `konfig.resolve`) writes its own event files, so the evaluation
+    at step 40 is logged twice, the second time by the resumed run.
     """)
     cfg.num_train_steps = 60
     second = konfig.resolve(cfg)
@@ -128,7 +135,7 @@ def evaluate_checkpoint_resume(lesson: Lesson, workdir):
         lesson.check_equal((second.checkpointer.max_to_keep, list(second.checkpointer.all_steps)), (3, [20, 40, 60]),
                            "a Checkpointer's default max_to_keep, and the checkpoints kept after resuming")
         lesson.check_equal(steps_per_event_file(cfg.workdir, "eval"), [[0, 20, 40], [40, 60]],
-                           "the eval steps each train() call wrote")
+                           "the eval steps in each event file: one file per Trainer")
         lesson.check(all_evals[60]["losses/logcosh"] * 10 < all_evals[0]["losses/logcosh"],
                      "the eval loss fell at least 10x from step 0 to step 60")
 

@@ -42,20 +42,20 @@ def gradient_accumulation(lesson: Lesson, workdir):
     PyGrain pipeline (the resume at the end needs it: section 9), and its optimizer is
     wrapped in `optax.MultiSteps(..., every_k_schedule=4)`, to update once every 4
     batches from their gradients, accumulated (the steps below check how). The inner
-    optimizer is Adam recording its learning rate
-    (`adam_recording_lr`), on a schedule `lr` that decays to 0 over the run's updates,
-    `cfg.ref.num_train_steps // 4` of them. For the steps below, the run also logs
-    `lr_per_batch`, the same decay over the run's batches, and two norms, of `grads`
-    and of `updates`, and it evaluates the loss every 2 batches. The Trainer takes the
-    `MultiSteps` object itself, though it is not an `optax.GradientTransformation`, and
-    its optimizer state is a `MultiStepsState`.
+    optimizer is Adam recording its learning rate (`adam_recording_lr`), on a schedule
+    `lr` that decays to 0 over the run's updates, `cfg.ref.num_train_steps // 4` of
+    them. For the steps below, the run logs every batch, with `lr_per_batch`, the same
+    decay over the run's batches, and two norms, of `grads` and of `updates`, and it
+    evaluates the loss every 2 batches. The Trainer takes the `MultiSteps` object
+    itself, though it is not an `optax.GradientTransformation`, and its optimizer state
+    is a `MultiStepsState`.
     """)
     cfg = regression_config.get_config()
     cfg.workdir = str(workdir / "run")
     cfg.train_ds = kd_cfg.data.py.DataSource(data_source=regression_cfg.RegressionRows("train"), batch_size=8,
                                              shuffle=False, num_epochs=None, num_workers=0)
     cfg.num_train_steps = 8  # counted in batches: 2 updates of 4 batches
-    cfg.log_metrics_every = EVERY_K
+    cfg.log_metrics_every = 1
     cfg.checkpointer = kd_cfg.ckpts.Checkpointer(save_interval_steps=2)
     cfg.schedules = {
         "lr": optax_cfg.linear_schedule(init_value=1e-2, end_value=0.0,
@@ -117,9 +117,13 @@ def gradient_accumulation(lesson: Lesson, workdir):
     31 and then 32 to 63: the parameters are those of the accumulated run within float
     rounding, after one update and after two. The comparison tells rows apart: a step on
     the first 8 rows alone lands elsewhere. `MultiSteps` averages the batches' gradients
-    (a step below holds the mean it keeps), so this holds where the mean of 4 batch
-    means is the mean over the 32 rows: a loss averaged over rows with no mask, batches
-    of equal size, and no layer that depends on the batch (batch normalization).
+    (by default; `use_grad_mean=False` sums them), so this holds where the mean of 4
+    batch means is the mean over the 32 rows: a loss averaged over rows with no mask,
+    batches of equal size, no layer that depends on the batch (batch normalization),
+    and no randomness drawn per step (dropout: each batch is a step, with its own key).
+    With Adam, this comparison hardly tells a mean from a sum: Adam's step barely
+    depends on the gradient's scale, and a step from the sum lands within 1e-5 too.
+    `ckpt_6`, below, holds the mean.
     """)
     one_step_cfg = regression_config.get_config()
     one_step_cfg.workdir = str(workdir / "one-step")
@@ -146,6 +150,15 @@ def gradient_accumulation(lesson: Lesson, workdir):
         first_8 = adam_step(one_step, 1e-2, training_rows(0, 8))
         lesson.check(max_difference(first_8, after_one) > 1e-3,
                      "a step on rows 0-7 alone ends more than 1e-3 away from the step on rows 0-31")
+        initial = jax.tree.map(np.asarray, trainer.init_state().params)
+        four = [logcosh_gradient(trainer, initial, training_rows(k, k + 8)) for k in range(0, 32, 8)]
+        from_sum = adam_update(initial, jax.tree.map(lambda *g: sum(g), *four), 1e-2)
+        lesson.check(max_difference(from_sum, at_4.params) < 1e-5,
+                     "with Adam, one step from the sum of the 4 batches' gradients also lands on ckpt_4 (within 1e-5)")
+        lesson.check(max_difference(multi_steps_acc_grads(use_grad_mean=False), np.array([3.0])) == 0.0,
+                     "optax.MultiSteps(use_grad_mean=False) given the gradients 1 and 2 accumulates their sum, 3")
+        keys = [np.asarray(trainer.rng_streams.train_rngs(step)["dropout"]) for step in (4, 5)]
+        lesson.check(not np.array_equal(*keys), "the dropout key of the train step at batch 4 is not that at batch 5")
         lesson.fact("max_param_difference_vs_batches_of_32", {"1": max_difference(at_4.params, after_one),
                                                               "2": max_difference(state.params, state_32.params)})
 
@@ -160,42 +173,40 @@ def gradient_accumulation(lesson: Lesson, workdir):
     the optimizer's schedules in updates, `cfg.ref.num_train_steps // k`, not in steps
     as section 2 does; and read `schedules/lr` with care: logged at step 4, it is `lr`
     at 4 (0.0), the rate of a fifth update this run never makes. A copy with its
-    lengths in batches, `lr_per_batch`, logs at every k-th step the rate the optimizer
-    used.
+    lengths in batches, `lr_per_batch`, logs at the first batch of each update (steps
+    0 and 4) the rate that update uses.
     """)
     logged = read_scalars(workdir / "run", "train")
-    for name in ("schedules/lr", "schedules/lr_per_batch"):
-        print(name, {step: round(row[name], 6) for step, row in logged.items()})
+    print("step  schedules/lr  schedules/lr_per_batch")
+    for step, row in logged.items():
+        print(f"{step:4}  {row['schedules/lr']:12.6f}  {row['schedules/lr_per_batch']:22.6f}")
     print("rate of the last update:", round(float(state.opt_state.inner_opt_state.hyperparams["learning_rate"]), 6))
     with lesson.checks():
         lr = konfig.resolve(cfg.schedules["lr"])
-        lesson.check_equal(sorted(logged), [0, 4, 8], "the steps train() logged with log_metrics_every=4: batches")
+        lesson.check_equal(sorted(logged), list(range(9)), "the steps train() logged with log_metrics_every=1: batches")
         lesson.check(list(trainer.checkpointer.all_steps) == [4, 6, 8] and int(at_4.step) == 4
                      and int(at_4.opt_state.gradient_step) == 1,
                      "the checkpoints' steps count batches: ckpt_4 holds state.step 4, 1 update")
         lesson.check(all(abs(row["schedules/lr"] - float(lr(step))) < 1e-9 for step, row in logged.items()),
-                     "schedules/lr logged at step 0, 4 and 8 = lr at the batch count 0, 4 and 8")
+                     "schedules/lr logged at each step 0 to 8 = lr at that batch count")
         first_update = at_4.opt_state.inner_opt_state.hyperparams["learning_rate"]
         last_update = state.opt_state.inner_opt_state.hyperparams["learning_rate"]
         lesson.check(float(first_update) == float(lr(0)) and abs(float(last_update) - float(lr(1))) < 1e-9,
                      "the inner optimizer's updates 0 and 1 used lr at 0 and 1 (1e-2, 5e-3): it counts updates")
-        lesson.check(abs(logged[4]["schedules/lr_per_batch"] - float(last_update)) < 1e-9
-                     and abs(logged[0]["schedules/lr_per_batch"] - float(first_update)) < 1e-9,
-                     "lr_per_batch logged at steps 0 and 4 = the rates of updates 0 and 1")
 
     lesson.md("""
     ## What a logged step and an evaluation see
 
-    A step logs its own batch: its losses and metrics are those of 8 rows, not of the
-    32 of the update, and so is what a metric reads in the context. `grads` is that
-    batch's gradient alone, not the accumulated one, and `updates`, what the optimizer
-    returned, is zero but at the fourth batch of each 4 (steps 3 and 7): logged every 4
-    steps, at 0, 4 and 8, its norm reads 0. An evaluator counts batches too:
+    A step logs its own batch: its losses are those of 8 rows, not of the 32 of the
+    update. `grads` is that batch's gradient alone, not the mean accumulated so far (at
+    step 5, of batches 4 and 5), and `updates`, what the optimizer returned, is zero
+    but at the fourth batch of each 4 (steps 3 and 7). An evaluator counts batches too:
     `EveryNSteps(2)` evaluates at steps 0, 2, 4, 6 and 8, and at 2 and 6 it scores again
     the parameters it scored at 0 and 4, which no update has moved since.
     """)
-    for name in ("losses/logcosh", "metrics/grad_norm", "metrics/update_norm"):
-        print(name, {step: round(row[name], 4) for step, row in logged.items()})
+    print("step  losses/logcosh  grad_norm  update_norm")
+    for step, row in logged.items():
+        print(f"{step:4}  {row['losses/logcosh']:14.4f}  {row['metrics/grad_norm']:9.4f}  {row['metrics/update_norm']:11.4f}")
     evaluated = read_scalars(workdir / "run", "eval")
     print("eval losses/logcosh", {step: round(row["losses/logcosh"], 4) for step, row in evaluated.items()})
     with lesson.checks():
@@ -204,15 +215,15 @@ def gradient_accumulation(lesson: Lesson, workdir):
                            "losses/logcosh logged at step 0 = the mean logcosh of rows 0-7 (by jax)", rel=1e-5)
         lesson.check(abs(mean_logcosh(trainer, initial, training_rows(0, 32)) - logged[0]["losses/logcosh"]) > 1e-3,
                      "and not that of rows 0-31 (more than 1e-3 apart)")
-        batch_4 = out_kernel_norm(logcosh_gradient(trainer, at_4.params, training_rows(32, 40)))
-        update_2 = out_kernel_norm(mean_gradient(trainer, at_4.params, [training_rows(k, k + 8) for k in range(32, 64, 8)]))
-        lesson.check_close(logged[4]["metrics/grad_norm"], batch_4, "grads' norm (out.kernel) logged at step 4 = that of"
-                           " the gradient of rows 32-39 alone, at ckpt_4's parameters (by jax)", rel=1e-4)
-        lesson.check(abs(logged[4]["metrics/grad_norm"] - update_2) > 0.1 * update_2,
-                     "and not that of the mean gradient of rows 32-63, which the second update applies"
-                     " (more than 10% apart)")
-        lesson.check(all(row["metrics/update_norm"] == 0.0 for row in logged.values()),
-                     "updates' norm logged at steps 0, 4 and 8: 0.0, exactly")
+        batch_5 = out_kernel_norm(logcosh_gradient(trainer, at_4.params, training_rows(40, 48)))
+        so_far = out_kernel_norm(mean_gradient(trainer, at_4.params, [training_rows(32, 40), training_rows(40, 48)]))
+        lesson.check_close(logged[5]["metrics/grad_norm"], batch_5, "grads' norm (out.kernel) logged at step 5 = that of"
+                           " the gradient of rows 40-47 alone, at ckpt_4's parameters (by jax)", rel=1e-4)
+        lesson.check(abs(logged[5]["metrics/grad_norm"] - so_far) > 0.1 * so_far,
+                     "and not that of the mean gradient of rows 32-47, accumulated at step 5 (more than 10% apart)")
+        lesson.check(all((row["metrics/update_norm"] > 0) == (step in (3, 7)) for step, row in logged.items())
+                     and all(row["metrics/update_norm"] == 0.0 for step, row in logged.items() if step not in (3, 7)),
+                     "updates' norm logged: above 0 at steps 3 and 7, 0.0 exactly at every other step")
         lesson.check_equal(sorted(evaluated), [0, 2, 4, 6, 8], "the steps EveryNSteps(2) evaluated at")
         lesson.check(evaluated[2] == evaluated[0] and evaluated[6] == evaluated[4],
                      "the evaluations at steps 2 and 6 = those at steps 0 and 4, exactly")
@@ -318,12 +329,29 @@ def mean_gradient(trainer, params, batches):
 
 def adam_step(trainer, learning_rate: float, rows):
     """The parameters after one optax Adam step from the trainer's initial parameters on `rows`."""
+    params = jax.tree.map(np.asarray, trainer.init_state().params)
+    return adam_update(params, logcosh_gradient(trainer, params, rows), learning_rate)
+
+
+def adam_update(params, grads, learning_rate: float):
+    """`params` after one optax Adam step with the gradient `grads`."""
     import optax
 
-    params = jax.tree.map(np.asarray, trainer.init_state().params)
     adam = optax.adam(learning_rate)
-    updates, _ = adam.update(logcosh_gradient(trainer, params, rows), adam.init(params), params)
+    updates, _ = adam.update(grads, adam.init(params), params)
     return optax.apply_updates(params, updates)
+
+
+def multi_steps_acc_grads(**options) -> np.ndarray:
+    """What optax.MultiSteps(every_k_schedule=4, **options) has accumulated after the gradients 1.0 and 2.0."""
+    import optax
+
+    multi = optax.MultiSteps(optax.sgd(1.0), every_k_schedule=4, **options)
+    params = np.zeros(1, np.float32)
+    opt_state = multi.init(params)
+    for gradient in (1.0, 2.0):
+        _, opt_state = multi.update(np.full(1, gradient, np.float32), opt_state, params)
+    return np.asarray(opt_state.acc_grads)
 
 
 def check_saved_position(lesson: Lesson, run) -> None:

@@ -36,10 +36,11 @@ def mixture_and_augmentation(lesson: Lesson, workdir):
     Trainer is built, its seed is the Trainer's.
 
     `Mix` takes from each source its records, its shuffle and its transforms, and
-    ignores the source's `batch_size`, `num_epochs` and `num_workers`: the mixture's
-    own settings decide, and `Mix.num_epochs` counts epochs of the mixture. A batch stacks
-    examples of every source, so each must yield the same keys: a key one source lacks
-    fails the batch, and a dtype that differs is not refused but promoted by numpy.
+    ignores the source's `batch_size`, `num_epochs`, `num_workers` and `seed`: the
+    mixture's own settings decide, and `Mix.num_epochs` counts epochs of the mixture.
+    A batch stacks examples of every source, so each must yield the same keys: a key
+    one source lacks fails the batch, and a dtype that differs is not refused but
+    promoted by numpy.
     """)
     cfg = mixture_config.get_config()
     cfg.workdir = str(workdir / "run")
@@ -67,6 +68,9 @@ def mixture_and_augmentation(lesson: Lesson, workdir):
         lesson.check(not worker_processes_started(mixture_variant(batch_size=64, source_fields={"num_workers": 2})),
                      "sources with num_workers=2 under a Mix of num_workers=0: no worker processes",
                      internal="patches grain's IterDataset.mp_prefetch, which Kauldron calls for worker processes")
+        seeded = [next(iter(mixture_variant(batch_size=64, source_fields={"seed": seed}))) for seed in (5, 7)]
+        lesson.check(all(np.array_equal(seeded[0][key], seeded[1][key]) for key in ("index", "shifted", "image")),
+                     "shuffled sources with seed 5, then seed 7, under a Mix of seed 0: the same first batch")
         lesson.check_raises(ValueError, lambda: next(iter(mixture_variant(batch_size=64, second_constants={}))),
                             "a batch of a Mix whose second source yields no `shifted`")
         promoted = next(iter(mixture_variant(batch_size=64, second_constants={"shifted": 1.0})))["shifted"]
@@ -90,7 +94,6 @@ def mixture_and_augmentation(lesson: Lesson, workdir):
     print("shifted per epoch:", [int(mixed["shifted"][e * EPOCH:(e + 1) * EPOCH].sum()) for e in range(2)])
     print("shifted per batch:", [int(batch["shifted"].sum()) for batch in seen[:10]])
     with lesson.checks():
-        lesson.check(trainer.train_ds.shuffle is True, "kd.data.py.Mix shuffles by default")
         lesson.check_equal(len(konfig.resolve(one_epoch(seed=0))), EPOCH,
                            "the length of one epoch of this kd.data.py.Mix, unbatched")
         epochs = [slice(e * EPOCH, (e + 1) * EPOCH) for e in range(2)]
@@ -112,8 +115,9 @@ def mixture_and_augmentation(lesson: Lesson, workdir):
     A Kauldron pipeline's `seed` defaults to a reference to its Trainer's, which building
     the Trainer fills in, and every shuffle of the mixture derives from it. So the same
     seed gives the same digits in the same order, and seed 1 another order. A seed set on
-    the pipeline itself wins over the Trainer's. A pipeline resolved on its own, with
-    neither, draws a random seed when it is first read: outside a Trainer, set one.
+    the `Mix` itself wins over the Trainer's (one set on a source is ignored, as above).
+    A pipeline resolved on its own, with neither, draws a random seed when it is first
+    read: outside a Trainer, set one.
     """)
     def first_batches(seed, count=4):  # a Trainer with this seed: its pipeline's seed, and first batches
         cfg.seed = seed
@@ -134,7 +138,7 @@ def mixture_and_augmentation(lesson: Lesson, workdir):
         lesson.check(records(runs["seed 1"][1]) != records(seen[:4]), "seed 1: other first digits, or another order")
         pinned = mixture_config.get_config()
         pinned.workdir, pinned.train_ds.seed = str(workdir / "run"), 5
-        lesson.check_equal(konfig.resolve(pinned).train_ds.seed, 5, "a pipeline seed set in the config, under a Trainer of seed 0")
+        lesson.check_equal(konfig.resolve(pinned).train_ds.seed, 5, "a Mix seed set in the config, under a Trainer of seed 0")
         alone = [konfig.resolve(mixture_config.get_config().train_ds) for _ in range(2)]
         lesson.check(not isinstance(alone[0].seed, int), "resolved without a Trainer or a seed, a pipeline has no seed yet")
         firsts = [records([next(iter(pipeline))]) for pipeline in alone]
@@ -152,9 +156,10 @@ def mixture_and_augmentation(lesson: Lesson, workdir):
     and its mask), it hands each a copy of the same generator, so they turn alike. (The contrib
     `kauldron.contrib.data.RandomMapTransform` is TF-Grain's: it does not import from
     PyPI.) Without the augmentation, the mixture holds the same records in the same order,
-    each image as its record stores it, the copies shifted; with it, every image of the
-    first batch changes. The same seed rotates the same digits the same way, bit for bit;
-    seed 1 rotates a digit both runs hold another way.
+    each its record's image scaled to [0, 1], the copies shifted; with it, every image of
+    the first batch changes. The same seed rotates the same digits the same way, bit for
+    bit. Seed 1 rotates them another way: with nothing shuffled, so that both seeds put
+    the same records in the same places, every image of the first batch differs.
     """)
     cfg.seed = 0
     del cfg.train_ds.transforms["augment"]
@@ -196,8 +201,11 @@ def mixture_and_augmentation(lesson: Lesson, workdir):
                      "the augmentation changed every image of the first batch")
         lesson.check(all(np.array_equal(a["image"], b["image"]) for a, b in zip(runs["seed 0 again"][1], seen[:4])),
                      "seed 0 again: the 256 first images, bit for bit")
-        both, differ = rotated_alike(seen[:4], runs["seed 1"][1])
-        lesson.check(both > 0 and differ == both, f"seed 1 rotates each of the {both} digits both runs hold another way")
+        unshuffled = [first_unshuffled_batch(cfg, seed) for seed in (0, 1)]
+        lesson.check(records([unshuffled[0]]) == records([unshuffled[1]])
+                     and all(not np.array_equal(a, b) for a, b in zip(unshuffled[0]["image"], unshuffled[1]["image"])),
+                     "with nothing shuffled, seeds 0 and 1: the same records in the first batch, each image rotated"
+                     " another way")
 
     lesson.md("""
     ## Epochs: the same digit, rotated anew
@@ -216,14 +224,10 @@ def mixture_and_augmentation(lesson: Lesson, workdir):
     first, second = real_digits(0), real_digits(1)
     print("augmented differently in epoch 2:", sum(not np.array_equal(first[i], second[i]) for i in first), "of", len(first))
     with lesson.checks():
-        import inspect
-
         import grain.python as grain
 
         draws = list(grain.MapDataset.range(4).seed(0).random_map(lambda x, rng: int(rng.integers(2**30))).repeat(2))
         grain_reseeds = draws[:4] != draws[4:]
-        lesson.check(inspect.signature(grain.MapDataset.repeat).parameters["reseed_each_epoch"].default is True,
-                     "grain's MapDataset.repeat reseeds each epoch by default (reseed_each_epoch=True)")
         lesson.check(grain_reseeds, "the installed grain's random_map draws anew in each epoch of MapDataset.repeat")
         differ = sum(not np.array_equal(first[i], second[i]) for i in first)
         lesson.check_equal(differ, len(first) if grain_reseeds else 0,
@@ -263,6 +267,8 @@ def mixture_and_augmentation(lesson: Lesson, workdir):
                      and len(set(draws.tolist())) > 1,
                      "two Mixes of one structure and seed, over the digits and over them reversed: other records at"
                      " each position of the first batch, the same draws")
+        lesson.check(all(a != b for a, b in zip(draws, first_draws("train", seed=1)[1])),
+                     "the same Mix with seed 1: another draw at each position of the first batch")
         lesson.summary = (f"Mix 3:1: exactly 479 of {EPOCH} shifted per epoch, shuffled; a rotation reproduced by"
                           " the Trainer's seed, anew in each epoch")
 
@@ -303,10 +309,10 @@ def worker_processes_started(pipeline) -> bool:
     return asked.called
 
 
-def first_draws(split: str):
+def first_draws(split: str, seed: int = 0):
     """The record indices and the draws of a probe transform in the first batch of a Mix
     of two sources of `split` ("train", or "reversed": the same digits in reverse order),
-    seed 0: pipelines of the same structure."""
+    with `seed`: pipelines of the same structure."""
     import dataclasses
 
     from sections.parts.mixture import Digits
@@ -324,7 +330,7 @@ def first_draws(split: str):
     data = Reversed(split="train") if split == "reversed" else Digits(split="train")
     sources = [kd.data.py.DataSource(data_source=data, shuffle=True, transforms=[kd.data.py.AddConstants(
         values={"draw": 0.0})]) for _ in range(2)]
-    batch = next(iter(kd.data.py.Mix(datasets=sources, weights=[0.75, 0.25], seed=0, batch_size=64, num_workers=0,
+    batch = next(iter(kd.data.py.Mix(datasets=sources, weights=[0.75, 0.25], seed=seed, batch_size=64, num_workers=0,
                                      transforms=[Draw(key="draw")])))
     return batch["index"], batch["draw"]
 
@@ -350,9 +356,11 @@ def max_difference_from_records(batch) -> float:
     return worst
 
 
-def rotated_alike(ours, theirs) -> tuple[int, int]:
-    """How many records two runs' batches both hold, and how many of those differ in image."""
-    images = [{(int(s), int(i)): image for batch in batches
-               for image, s, i in zip(batch["image"], batch["shifted"], batch["index"])} for batches in (ours, theirs)]
-    both = images[0].keys() & images[1].keys()
-    return len(both), sum(not np.array_equal(images[0][key], images[1][key]) for key in both)
+def first_unshuffled_batch(cfg, seed: int):
+    """The first batch of the lesson's mixture, augmented, under a Trainer of `seed`, with
+    neither the Mix nor its sources shuffled: the same records in the same places."""
+    unshuffled = mixture_config.get_config()
+    unshuffled.workdir, unshuffled.seed, unshuffled.train_ds.shuffle = cfg.workdir, seed, False
+    for source in unshuffled.train_ds.datasets:
+        source.shuffle = False
+    return next(iter(konfig.resolve(unshuffled).train_ds))

@@ -48,7 +48,9 @@ def metric_writer_of_your_own(lesson: Lesson, workdir):
     every 10 steps; a checkpoint every 20 steps, for a resume below; and the writer in
     `cfg.writer`. The Trainer fills in the writer's `workdir` with its own and sets its
     `collection` to `train`; the evaluator writes through a copy of it whose collection
-    is the evaluator's name.
+    is the evaluator's name. A writer is a frozen dataclass, and both make their copy
+    with `dataclasses.replace`: a subclass keeps its settings in dataclass fields, as
+    `filename` is, or the copies lose them.
     """)
     cfg = regression_config.get_config()
     cfg.workdir = str(workdir / "run")
@@ -69,8 +71,12 @@ def metric_writer_of_your_own(lesson: Lesson, workdir):
 
         from etils import epath
 
-        default = next(f.default_factory for f in dataclasses.fields(kd.train.Trainer) if f.name == "writer")
-        lesson.check(default is kd.train.KDMetricWriter, "a Trainer's writer is a kd.train.KDMetricWriter by default")
+        from sections.parts.jsonl_writer import JsonlWriter
+
+        default_cfg = regression_config.get_config()
+        default_cfg.workdir = str(workdir / "default")
+        lesson.check(type(konfig.resolve(default_cfg).writer) is kd.train.KDMetricWriter,
+                     "a Trainer resolved from a config that sets no writer writes through a kd.train.KDMetricWriter")
         lesson.check(trainer.writer.collection == "train"
                      and trainer.writer.workdir == trainer.workdir == epath.Path(cfg.workdir),
                      "the resolved Trainer's writer has collection 'train' and the Trainer's workdir, the config's")
@@ -78,6 +84,16 @@ def metric_writer_of_your_own(lesson: Lesson, workdir):
         lesson.check(type(heldout) is type(trainer.writer) and heldout.collection == "heldout"
                      and heldout.workdir == trainer.workdir,
                      "the evaluator's writer: of the Trainer's writer's class, with collection 'heldout', the same workdir")
+        lesson.check_raises(dataclasses.FrozenInstanceError, lambda: setattr(trainer.writer, "collection", "other"),
+                            "setting the resolved writer's collection")
+        given = JsonlWriter(filename="other.jsonl")
+        object.__setattr__(given, "note", "not a field")
+        copies = [dataclasses.replace(trainer, writer=given).writer,
+                  dataclasses.replace(trainer.evals["heldout"], writer=given).writer]
+        lesson.check(all(copy is not given and copy.filename == "other.jsonl" and not hasattr(copy, "note")
+                         for copy in copies),
+                     "a writer given to a Trainer and to an Evaluator: each writes through a copy, which keeps the"
+                     " field filename and loses an attribute set outside the fields")
 
     lesson.md("""
     ## Train, and read the file
@@ -177,13 +193,15 @@ def metric_writer_of_your_own(lesson: Lesson, workdir):
     ## A resumed run appends
 
     The writer appends, and a run resumed from a checkpoint logs again from the
-    checkpoint's step. `train()` called again, as a job restarted on the same workdir
-    does, finds `ckpt_20`, the state before the last update, and redoes step 20 (not
-    step 0: no `num_params`). The file then holds two rows for each loss, metric and
-    schedule of step 20, in the train file and in the evaluator's: read them as
-    TensorBoard's reader reads its files, the last row winning. This run's
-    `InMemoryPipeline` starts its data over (section 9), so the redone step trains on
-    another batch, and its losses differ.
+    checkpoint's step. `train()` called again on this Trainer finds `ckpt_20`, the state
+    before the last update, as a job restarted on the same workdir would, and redoes
+    step 20 (not step 0: no `num_params`). (That job would build a new Trainer, whose
+    writer opens new event files, as in section 9; this one keeps its own.) The file then holds two rows
+    for each loss, metric and schedule of step 20, in the train file and in the
+    evaluator's: read them as `read_scalars` reads TensorBoard's files, keeping the last
+    row. TensorBoard's own reader keeps both. This run's `InMemoryPipeline` starts its
+    data over (section 9), so the redone step trains on another batch, and its losses
+    differ.
     """)
     resumed, _ = trainer.train()  # from ckpt_20
     appended = [json.loads(line) for line in (run / "train" / "metrics.jsonl").read_text().splitlines()]
@@ -199,11 +217,17 @@ def metric_writer_of_your_own(lesson: Lesson, workdir):
                                     for row in map(json.loads, (run / "heldout" / "metrics.jsonl").read_text().splitlines()))
         lesson.check({key for key, count in again.items() if count == 2} == {(20, tag) for tag in table(heldout_rows)[20]},
                      "and in heldout/metrics.jsonl, each tag of step 20 alone has two")
+        from sections.parts.logs import event_files
+
         last = {(row["step"], row["tag"]): row["value"] for row in appended}  # the last row of each pair wins
         tensorboard = read_scalars(run, "train")
         lesson.check(all(last[20, tag] == tensorboard[20][tag] for tag in in_file[20] if not tag.startswith("perf_stats/"))
                      and last[20, "losses/logcosh"] != in_file[20]["losses/logcosh"],
-                     "the last rows of step 20 = the resumed run's, as TensorBoard's reader keeps them; not the first run's")
+                     "the last rows of step 20 = read_scalars' values of step 20, the resumed run's; not the first run's")
+        lesson.check_equal(tensorboard_steps(run, "train", "losses/logcosh"), [0, 5, 10, 15, 20, 20],
+                           "the steps of the losses/logcosh events TensorBoard's EventAccumulator keeps for train/")
+        lesson.check_equal(len(event_files(run, "train")), 1,
+                           "the event files in train/ after two train() calls on one Trainer")
 
     lesson.md("""
     ## What else Kauldron asks of a writer
@@ -223,8 +247,10 @@ def metric_writer_of_your_own(lesson: Lesson, workdir):
     print(sorted(path.name for path in run.iterdir() if path.suffix == ".json"))
     silent_cfg = regression_config.get_config()
     silent_cfg.workdir, silent_cfg.writer = str(workdir / "no-writer"), None
+    silent_cfg.num_train_steps = 0  # a single step, step 0
     silent = konfig.resolve(silent_cfg)
-    print(type(silent.writer).__name__)
+    silent.train()
+    print(type(silent.writer).__name__, sorted(path.name for path in (workdir / "no-writer").glob("*.json")))
     with lesson.checks():
         from kauldron.train import metric_writer
 
@@ -248,14 +274,12 @@ def metric_writer_of_your_own(lesson: Lesson, workdir):
         lesson.check((run / "config.json").exists() and (run / "element_spec.json").exists()
                      and issubclass(kd.train.KDMetricWriter, metric_writer.MetadataWriter),
                      "JsonlWriter's run wrote config.json and element_spec.json; KDMetricWriter is a MetadataWriter")
-        (workdir / "no-writer").mkdir()
-        silent.writer.write_config(silent_cfg)
-        silent.writer.write_element_spec(0, trainer.train_ds.element_spec)
         lesson.check(type(silent.writer) is metric_writer.NoopWriter
-                     and not issubclass(metric_writer.NoopWriter, metric_writer.MetadataWriter)
-                     and not any((workdir / "no-writer").iterdir()),
-                     "cfg.writer=None resolves to a NoopWriter, not a MetadataWriter, whose write_config and"
-                     " write_element_spec write nothing")
+                     and not issubclass(metric_writer.NoopWriter, metric_writer.MetadataWriter),
+                     "cfg.writer=None resolves to a NoopWriter, not a MetadataWriter")
+        lesson.check(not (workdir / "no-writer" / "config.json").exists()
+                     and not (workdir / "no-writer" / "element_spec.json").exists(),
+                     "its train() wrote neither config.json nor element_spec.json")
         lesson.check({"write_config", "write_element_spec"} <= metric_writer.WriterBase.__abstractmethods__,
                      "a writer deriving from WriterBase alone must implement write_config and write_element_spec itself")
         lesson.check(waits_for_element_spec(silent), "an eval job's element spec, for a workdir without"
@@ -388,6 +412,15 @@ def table(rows: list[dict]) -> dict[int, dict[str, float]]:
     for row in rows:
         found.setdefault(row["step"], {})[row["tag"]] = row["value"]
     return found
+
+
+def tensorboard_steps(workdir, collection: str, tag: str) -> list[int]:
+    """The steps of every event of `tag` that TensorBoard's EventAccumulator keeps for a collection."""
+    from tensorboard.backend.event_processing import event_accumulator
+
+    events = event_accumulator.EventAccumulator(str(workdir / collection), size_guidance={event_accumulator.TENSORS: 0})
+    events.Reload()
+    return [event.step for event in events.Tensors(tag)]
 
 
 def parameter_count(params) -> int:

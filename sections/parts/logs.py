@@ -1,6 +1,7 @@
 """Reading back what a Kauldron run logged: TensorBoard's event files, with TensorBoard's
 own reader. A run writes one directory per collection in its workdir: `train/`, and one
-per evaluator (`test/`, `eval/`), each holding an event file per `train()` call."""
+per evaluator (`test/`, `eval/`), each holding an event file per Trainer (each `konfig.resolve`):
+two `train()` calls on one Trainer write one."""
 
 import pathlib
 
@@ -11,8 +12,8 @@ from tensorboard.util import tensor_util
 
 
 def read_scalars(workdir, collection: str) -> dict[int, dict[str, float]]:
-    """{step: {tag: value}} of the scalars a run logged for a collection; when two
-    `train()` calls logged a step, the later value."""
+    """{step: {tag: value}} of the scalars a run logged for a collection; when a step was
+    logged twice (a resumed run), the later value (TensorBoard's own reader keeps both)."""
     scalars: dict[int, dict[str, float]] = {}
     for path in event_files(workdir, collection):
         for event in EventFileLoader(str(path)).Load():
