@@ -56,13 +56,15 @@ def evaluators_and_summaries(lesson: Lesson, workdir):
     it looks at the checkpoints, orbax's `checkpoints_iterator` gives it the *newest*
     one: `every` (`StandaloneEveryCheckpoint`) evaluates that one, and never sees those
     saved in between; `final` (`StandaloneLastCheckpoint`) evaluates once, at the end,
-    the last checkpoint the job restored. After each checkpoint it waits 10 s, then
-    looks for a newer one for up to 10 s, and it stops when none came and
-    `train_complete.txt`, which `train()` writes at its end, exists: even on a finished
-    run it takes about 20 s. Before all that, it waits for the `element_spec.json` that
-    `train()` writes as a run starts. It never gives up by itself: pointed at a mistyped
-    workdir, or at a run that crashed, it waits for ever, logging `Waiting for
-    element_spec` or `Timed out waiting for new checkpoint` every 10 s.
+    the last checkpoint the job restored. It looks again 10 s after it found the last
+    one, for up to 10 s, and stops when none came and `train_complete.txt`, which
+    `train()` writes at its end, exists: even on a finished run it takes about 20 s.
+    Nothing deletes that file: on the workdir of a run that finished once, an eval job
+    stops at its first 10 s without a new checkpoint, even while a resumed run trains.
+    Before all that, it waits for the `element_spec.json` that `train()` writes as a run
+    starts. It never gives up by itself: on a mistyped workdir it logs `Waiting for
+    element_spec` every 10 s, on a run that crashed `Sleeping for 1 seconds.` every
+    second, for ever.
 
     The config resolved here, on the same workdir, is for reading the run back: it
     names each evaluator by its key in `cfg.evals`. `heldout/` holds what that
@@ -84,7 +86,7 @@ def evaluators_and_summaries(lesson: Lesson, workdir):
         lesson.check_equal({key: evaluator.name for key, evaluator in trainer.evals.items()},
                            {"heldout": "heldout", "every": "every", "final": "final"},
                            "each resolved evaluator's name: its key in cfg.evals")
-        check_waits(lesson, trainer, workdir)
+        other = check_waits(lesson, trainer, workdir)
         lesson.skip_check("on a cluster, Kauldron's launcher runs the eval job beside the training job",
                           "kauldron.kxm, the XManager launcher, does not import from PyPI")
         check_heldout_against_checkpoints(lesson, trainer, written)
@@ -121,7 +123,8 @@ def evaluators_and_summaries(lesson: Lesson, workdir):
     For each checkpoint it restores the state and calls each evaluator's
     `evaluate(state, step)`. Done by hand on the last checkpoint (a checkpointer on the
     run's workdir restores it into a state of the right structure), it gives back what
-    the run logged at step 40, bit for bit.
+    the run logged at step 40, bit for bit, and writes it as the job would: `heldout/`
+    now holds step 40 twice.
     """)
     checkpointer = kd.ckpts.Checkpointer(workdir=workdir / "run", save_interval_steps=1)
     restored = checkpointer.restore(trainer.init_state(), step=40)
@@ -131,19 +134,24 @@ def evaluators_and_summaries(lesson: Lesson, workdir):
         lesson.check_equal([float(by_hand.loss_values["losses/logcosh"]), float(by_hand.metric_values["metrics/within_0.1"])],
                            [float(written["losses/logcosh"][40]), float(written["metrics/within_0.1"][40])],
                            "evaluate(ckpt_40's state, 40) = what the run logged at step 40")
+        lesson.check_equal(logged_steps(workdir / "run", "heldout", "losses/logcosh"), [0, 20, 40, 40],
+                           "the steps of heldout's logcosh in heldout/'s event files: the run's, then the by-hand 40")
 
     lesson.md("""
     ## From PyPI, an eval job without the optimizer state fails
 
-    An evaluator with `discard_opt=True` drops the optimizer state. When every evaluator
-    of an eval job does, the job builds its state without one and restores each
-    checkpoint through `kd.ckpts.PartialKauldronLoader`, which needs a part of orbax
-    that is not published: the job fails.
+    An evaluator with `discard_opt=True` drops the optimizer state. When all the
+    evaluators of an eval job do, not just one, the job builds its state without one and
+    restores each checkpoint through `kd.ckpts.PartialKauldronLoader`, which needs a
+    part of orbax that is not published: this job, whose only evaluator sets it, fails.
     """)
     params_only = lesson.shell("python -m kauldron.main --cfg=configs/heldout.py --cfg.workdir=$WORKDIR/run"
                                " --eval_names=final --cfg.evals.final.discard_opt=True",
                                check=False, shows=r"Found new checkpoint step|^ModuleNotFoundError")
     with lesson.checks():
+        lesson.check(skips_optimizer(other, ["final"]) and not skips_optimizer(other, ["every", "final"]),
+                     "with discard_opt=True on final alone, an eval job of final builds its state without the"
+                     " optimizer's, one of every and final with it", internal="runs Kauldron's eval job, stopped there")
         lesson.check(params_only.returncode != 0 and "No module named 'orbax.checkpoint.experimental.model_surgery"
                      in params_only.output,
                      "an eval job whose evaluators all set discard_opt=True fails from PyPI, in PartialKauldronLoader's"
@@ -176,6 +184,11 @@ def evaluators_and_summaries(lesson: Lesson, workdir):
         error = lesson.check_raises(AttributeError, lambda: konfig.resolve(kd_cfg.train.Trainer.eval_only()),
                                     "resolving kd.train.Trainer.eval_only()")
         lesson.check("has no attribute 'tf'" in str(error), "kd.train.Trainer.eval_only() fails on kd.data.tf")
+        import importlib
+
+        error = lesson.check_raises(ModuleNotFoundError, lambda: importlib.import_module("kauldron.data.tf"),
+                                    "importing kauldron.data.tf")
+        lesson.check_equal(error.name, "grain.tensorflow", "the module kauldron.data.tf needs and PyPI lacks")
 
 
     lesson.md("""
@@ -189,7 +202,7 @@ def evaluators_and_summaries(lesson: Lesson, workdir):
         print(name, {tag: {step: round(float(value), 6) for step, value in values.items()}
                      for tag, values in read_tensors(workdir / "run", name).items() if tag.startswith(("losses", "metrics"))})
     with lesson.checks():
-        lesson.check(eval_job.seconds >= 19, "the eval job took at least its two 10-s waits")
+        check_eval_job_times(lesson, eval_job.output)
         every, final = read_tensors(workdir / "run", "every"), read_tensors(workdir / "run", "final")
         lesson.check_equal(sorted(every["losses/logcosh"]), [40],
                            "the steps every/ evaluated on a finished run: the newest checkpoint's only")
@@ -208,57 +221,68 @@ def evaluators_and_summaries(lesson: Lesson, workdir):
 
 
 # How the lesson checks itself.
-import types  # noqa: E402 - the checks' own, not the page's
+import pathlib  # noqa: E402 - the checks' own, not the page's
+import shutil  # noqa: E402
+import types  # noqa: E402
+from unittest import mock  # noqa: E402
 
 import numpy as np  # noqa: E402
 
 from sections.parts.regression import make_data  # noqa: E402
 
 
-def check_waits(lesson: Lesson, trainer, workdir) -> None:
-    """What an eval job waits for, on the finished run and on a workdir that holds nothing
-    of a run, as a mistyped one would."""
+STOP_AFTER = 1000  # sleeps before the checks stop a wait that would go on: 100 times its timeout and more
+
+
+def check_waits(lesson: Lesson, trainer, workdir):
+    """What an eval job waits for, run here with its sleeps stopped: on the finished run;
+    on a workdir that holds nothing of a run, as a mistyped one would; on the same with
+    element_spec.json and no checkpoint, as a run that crashed leaves it; and with
+    train_complete.txt too. Returns the Trainer on that workdir."""
     lesson.check((workdir / "run" / "element_spec.json").is_file(), "train() wrote element_spec.json to the workdir",
                  internal="reads Kauldron's file layout")
-    on_run, _, _ = eval_job_waits(trainer)
-    lesson.check_equal(on_run, [], "seconds slept waiting for element_spec.json on the finished run",
+    lesson.check_equal(element_spec_waits(trainer)[0], [], "seconds slept waiting for element_spec.json on the finished run",
                        internal="runs Kauldron's private eval functions")
     cfg = heldout_config.get_config()
-    cfg.workdir = str(workdir / "mistyped")
-    sleeps, logged, iterator = eval_job_waits(konfig.resolve(cfg))
-    lesson.check(sleeps == [10, 10, 10] and len(logged) == 3 and all(line.startswith("Waiting for element_spec")
-                                                                     for line in logged),
-                 "on a workdir without element_spec.json: a 10-s sleep and a 'Waiting for element_spec' line, three"
-                 " times (stopped here), and on", internal="runs Kauldron's private eval functions")
-    lesson.check_equal((iterator["min_interval_secs"], iterator["timeout"]), (10, 10),
-                       "the eval job's (min_interval_secs, timeout) for orbax's checkpoints_iterator",
-                       internal="runs Kauldron's private eval functions")
-    stops_without = iterator["timeout_fn"]()
-    (workdir / "mistyped" / "train_complete.txt").touch()
-    lesson.check(not stops_without and iterator["timeout_fn"](),
-                 "after a timeout, the eval job stops only once train_complete.txt exists in the workdir",
-                 internal="runs Kauldron's private eval functions")
+    cfg.workdir = str(workdir / "other")
+    cfg.evals.final.discard_opt = True  # for the discard_opt step; the waits do not read it
+    other = konfig.resolve(cfg)
+    sleeps, logged = element_spec_waits(other)
+    lesson.check(sleeps == [10] * STOP_AFTER and len(logged) == STOP_AFTER
+                 and all(line.startswith("Waiting for element_spec") for line in logged),
+                 f"on a workdir without element_spec.json: a 10-s sleep and a 'Waiting for element_spec' line,"
+                 f" {STOP_AFTER} times (stopped here)", internal="runs Kauldron's private eval functions")
+    (workdir / "other").mkdir(exist_ok=True)
+    shutil.copy(workdir / "run" / "element_spec.json", workdir / "other")
+    sleeps, logged = checkpoint_waits(other)
+    lesson.check(sleeps == [1] * STOP_AFTER and logged.count("Sleeping for 1 seconds.") == STOP_AFTER
+                 and not any(line.startswith("Timed out") for line in logged),
+                 f"with element_spec.json, no checkpoint and no train_complete.txt, as a run that crashed early leaves"
+                 f" it: a 1-s sleep and a 'Sleeping for 1 seconds.' line, {STOP_AFTER} times (stopped here), no time-out",
+                 internal="runs Kauldron's eval loop with orbax's clock faked")
+    (workdir / "other" / "train_complete.txt").touch()
+    sleeps, logged = checkpoint_waits(other)
+    lesson.check(sleeps == [1] * 10 and sum(line.startswith("Timed out waiting for new checkpoint") for line in logged) == 1,
+                 "the same with train_complete.txt: after 10 one-second sleeps, one 'Timed out waiting for new"
+                 " checkpoint' line, and the job stops by itself", internal="runs Kauldron's eval loop with orbax's clock faked")
+    lesson.check_equal(train_complete_uses(), {"evals/eval_impl.py": ["defined", "exists"], "train/train_loop.py": ["touch"]},
+                       "every use of train_complete.txt in Kauldron: defined, tested for, touched; never deleted",
+                       internal="reads Kauldron's source")
+    return other
 
 
-def eval_job_waits(trainer) -> tuple[list, list, dict]:
-    """What an eval job on `trainer`'s workdir waits on, from Kauldron's eval code run
-    here with its sleeps stopped: the seconds slept and lines logged while it looks for
-    element_spec.json (stopped after three), and the arguments it gives orbax's
-    checkpoints_iterator (which is not called)."""
-    from unittest import mock
-
+def element_spec_waits(trainer) -> tuple[list, list]:
+    """The seconds slept and the lines logged while an eval job on `trainer`'s workdir
+    waits for element_spec.json, from Kauldron's eval code run here with its sleeps
+    stopped (after STOP_AFTER)."""
     from kauldron.evals import eval_impl
 
-    sleeps, logged, iterator = [], [], {}
+    sleeps, logged = [], []
 
     def sleep(seconds):
         sleeps.append(seconds)
-        if len(sleeps) == 3:
+        if len(sleeps) == STOP_AFTER:
             raise TimeoutError("stopped here")
-
-    def iter_new_checkpoints(self, **kwargs):
-        iterator.update(kwargs)
-        return iter(())
 
     with (mock.patch.object(eval_impl, "time", types.SimpleNamespace(sleep=sleep)),
           mock.patch.object(eval_impl.logging, "info", lambda message, *args: logged.append(message % args))):
@@ -266,10 +290,107 @@ def eval_job_waits(trainer) -> tuple[list, list, dict]:
             eval_impl._get_element_spec(trainer)
         except TimeoutError:
             pass
-    with mock.patch.object(type(trainer.checkpointer), "iter_new_checkpoints", iter_new_checkpoints):
-        for _ in eval_impl._preemptable_iter_new_checkpoints(trainer=trainer, eval_names=["every"], state=None):
+    return sleeps, logged
+
+
+def checkpoint_waits(trainer) -> tuple[list, list]:
+    """The seconds slept and the lines logged while an eval job on `trainer`'s workdir
+    looks for checkpoints: Kauldron's loop over them, run here with orbax's clock faked
+    (a sleep moves it on at once) and stopped after STOP_AFTER sleeps."""
+    from kauldron.evals import eval_impl
+    from orbax.checkpoint import checkpoint_utils
+
+    clock, sleeps, logged = [0.0], [], []
+
+    def sleep(seconds):
+        sleeps.append(seconds)
+        clock[0] += seconds
+        if len(sleeps) == STOP_AFTER:
+            raise TimeoutError("stopped here")
+
+    with (mock.patch.object(checkpoint_utils, "time", types.SimpleNamespace(time=lambda: clock[0], sleep=sleep)),
+          mock.patch.object(checkpoint_utils.logging, "info", lambda message, *args: logged.append(message % args))):
+        try:
+            for _ in eval_impl._preemptable_iter_new_checkpoints(trainer=trainer, eval_names=["every"], state=None):
+                raise AssertionError("no checkpoint to find")
+        except TimeoutError:
             pass
-    return sleeps, logged, iterator
+    return sleeps, logged
+
+
+def train_complete_uses() -> dict[str, list[str]]:
+    """What each line of Kauldron's code that names train_complete.txt (or the constant
+    that holds its name) does with it, by file."""
+    import kauldron
+
+    root = pathlib.Path(kauldron.__file__).parent
+    uses: dict[str, list[str]] = {}
+    for path in sorted(root.rglob("*.py")):
+        lines = path.read_text().splitlines()
+        for number, line in enumerate(lines):
+            if "TRAIN_COMPLETE_FILENAME" in line or "train_complete" in line:
+                statement = " ".join(lines[number:number + 3])
+                use = next((word for word in ("unlink", "remove", "rmtree", "touch", "exists") if word in statement),
+                           "defined" if " = " in line else "other")
+                uses.setdefault(str(path.relative_to(root)), []).append(use)
+    return uses
+
+
+class Stopped(Exception):
+    """Raised where a check stops Kauldron's code."""
+
+
+def skips_optimizer(trainer, eval_names: list[str]) -> bool:
+    """Whether an eval job of `eval_names` on `trainer` builds its state without the
+    optimizer's: Kauldron's continuous_eval, run here until it calls init_state."""
+    from kauldron.evals import eval_impl
+
+    asked = {}
+
+    def init_state(self, **kwargs):
+        asked.update(kwargs)
+        raise Stopped
+
+    with mock.patch.object(type(trainer), "init_state", init_state):
+        try:
+            eval_impl.continuous_eval(trainer, eval_names)
+        except Stopped:
+            pass
+    return asked["skip_optimizer"]
+
+
+def logged_steps(workdir, collection: str, tag: str) -> list[int]:
+    """The steps of every value of `tag` in a collection's event files, in the order written."""
+    from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+
+    from sections.parts.logs import event_files
+
+    return [int(event.step) for path in event_files(workdir, collection) for event in EventFileLoader(str(path)).Load()
+            for value in event.summary.value if value.tag == tag]
+
+
+def check_eval_job_times(lesson: Lesson, output: str) -> None:
+    """The eval job's waits on the finished run, from the times absl wrote on its lines."""
+    found = log_time(output, "Found new checkpoint step: 40")
+    evaluated, looked, timed_out = ((log_time(output, message) - found) % 86400 for message in (  # s after `found`
+        "Releasing snapshot for step: 40 after releasing control",  # every/ is done
+        "Waiting until step 41 is reached", "Timed out waiting for new checkpoint"))
+    lesson.check(looked >= 9.9 and looked - evaluated < 10,
+                 "the job looked for a newer checkpoint 10 s after it found ckpt_40, less than 10 s after evaluating it",
+                 internal="reads orbax's log lines")
+    lesson.check(9 <= timed_out - looked <= 11 and timed_out >= 18,
+                 "it looked for up to 10 s, then timed out: at least 18 s after finding ckpt_40",
+                 internal="reads orbax's log lines")
+
+
+def log_time(output: str, message: str) -> float:
+    """The time, in seconds since the start of its day, of the first absl line holding `message`."""
+    import re
+
+    for line in output.splitlines():
+        if (match := re.match(r"[IWEF]\d{4} (\d\d):(\d\d):(\d\d\.\d+) .*?\] (.*)", line)) and message in match[4]:
+            return int(match[1]) * 3600 + int(match[2]) * 60 + float(match[3])
+    raise AssertionError(f"no line with {message!r}")
 
 
 def heldout_predictions(trainer, params) -> tuple[np.ndarray, np.ndarray]:

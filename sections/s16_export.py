@@ -32,7 +32,7 @@ def serve_without_kauldron(lesson: Lesson, workdir):
     lesson.md("""
     ## An exporter in the config
 
-    A Trainer exports nothing by default (its exporter is a `kd.export.NoopExporter`).
+    A Trainer's exporter is by default a `kd.export.NoopExporter`, which writes nothing.
     With `kd.export.JaxModelExporter()`, `train()` writes `train_model.jax_exported` to
     the workdir when the run starts at step 0; a run resumed from a later checkpoint
     writes none. The model here is the MLP with dropout of section 14.
@@ -47,8 +47,10 @@ def serve_without_kauldron(lesson: Lesson, workdir):
     print(sorted(path.name for path in trainer.workdir.iterdir()))
     with lesson.checks():
         lesson.check((trainer.workdir / "train_model.jax_exported").is_file(), "train() wrote train_model.jax_exported")
-        lesson.check(type(default_exporter(workdir / "default")).__name__ == "NoopExporter",
-                     "without an exporter in the config, a Trainer's exporter is a NoopExporter")
+        default = default_exporter(workdir / "default")
+        default.export(model=trainer.model, state=state, element_spec=trainer.train_ds.element_spec, is_training=True)
+        lesson.check(type(default).__name__ == "NoopExporter" and not any((workdir / "default").iterdir()),
+                     "a Trainer's default exporter is a NoopExporter, and its export writes nothing to the workdir")
         import os
 
         exported_at = os.stat(trainer.workdir / "train_model.jax_exported").st_mtime_ns
@@ -59,13 +61,15 @@ def serve_without_kauldron(lesson: Lesson, workdir):
     lesson.md("""
     ## What `train()` exported: the training mode
 
-    The file is the forward pass for CPU and TPU, in *training* mode: dropout is on, with
-    `key` folded into the training RNG streams, so two keys give two predictions, and
-    the model records that it was training. Its arguments are `params`, `key` and the
-    model's inputs, and nothing else: `JaxModelExporter` applies the model to
-    `{"params": params}` alone, so no other collection of the state goes in. A
-    BatchNorm layer in this training-mode file normalises each call's rows with their
-    own statistics.
+    The file is the forward pass for CPU and TPU, `JaxModelExporter`'s default
+    `platforms`: jax refuses to run it on any other, so for a GPU server add `"cuda"` to
+    `platforms`. It computes in *training* mode: dropout is on, with `key` folded into
+    the training RNG streams, so two keys give two predictions, and the model records
+    that it was training. Its arguments are `params`, `key` and the model's inputs, and
+    nothing else: `JaxModelExporter` applies the model to `{"params": params}` alone, so
+    no other collection of the state goes in. `key` is a raw `uint32[2]` key, not a typed
+    `jax.random.key`, hence `jax.random.key_data` below. A BatchNorm layer in this
+    training-mode file normalises each call's rows with their own statistics.
     """)
     exported = jax.export.deserialize(bytearray((trainer.workdir / "train_model.jax_exported").read_bytes()))
     x = make_data("eval")["x"]
@@ -76,6 +80,9 @@ def serve_without_kauldron(lesson: Lesson, workdir):
           " two keys, same predictions:", np.array_equal(outputs[0]["preds"]["y"], outputs[1]["preds"]["y"]))
     with lesson.checks():
         lesson.check_equal(tuple(exported.platforms), ("cpu", "tpu"), "the platforms exported by default")
+        check_platforms(lesson, trainer, state, x, keys[0])
+        lesson.check_equal(str(exported.in_tree.unflatten(exported.in_avals)[1]["key"]), "uint32[2]",
+                           "the exported function's key argument")
         lesson.check_equal(sorted(exported.in_tree.unflatten(exported.in_avals)[1]), ["inputs", "key", "params"],
                            "the exported function's arguments: params, no other collection")
         lesson.check(not np.array_equal(outputs[0]["preds"]["y"], outputs[1]["preds"]["y"]),
@@ -91,10 +98,11 @@ def serve_without_kauldron(lesson: Lesson, workdir):
     ## Export for serving: the same exporter, in eval mode
 
     `train()` always exports in training mode. For serving, call the exporter yourself
-    with `is_training=False`, under another name: dropout is then off, the key no longer
-    matters, and the predictions are the model's own in eval mode. A model with
-    BatchNorm cannot be served this way: its trained statistics are not among the
-    arguments, so its eval-mode file normalises with freshly initialised ones, silently.
+    with `is_training=False`, under another name: dropout is then off and, for a model
+    like this one that draws nothing in eval mode, the key no longer matters: the
+    predictions are the model's own in eval mode. A model with BatchNorm cannot be
+    served this way: its trained statistics are not among the arguments, so its
+    eval-mode file normalises with freshly initialised ones, silently.
     """)
     serving = dataclasses.replace(trainer.exporter, name="eval_model")
     serving.export(model=trainer.model, state=state, element_spec=trainer.train_ds.element_spec, is_training=False)
@@ -103,7 +111,8 @@ def serve_without_kauldron(lesson: Lesson, workdir):
     own = np.asarray(trainer.model.apply({"params": state.params}, x, is_training_property=False)["y"])
     print(np.abs(served_here[0] - served_here[1]).max(), np.abs(served_here[0] - own).max())
     with lesson.checks():
-        lesson.check(np.array_equal(served_here[0], served_here[1]), "in eval mode, two keys give the same predictions")
+        lesson.check(np.array_equal(served_here[0], served_here[1]),
+                     "in eval mode, for this model that draws nothing then, two keys give the same predictions")
         lesson.check(np.array_equal(served_here[0], own), "the eval-mode export = the model's own eval-mode predictions")
         batchnorm = export_batchnorm_model(trainer, state, x, is_training=False)
         lesson.check(batchnorm["fresh"] and not batchnorm["state's"] and not batchnorm["own rows"],
@@ -144,10 +153,28 @@ def serve_without_kauldron(lesson: Lesson, workdir):
 
 
 def default_exporter(workdir):
-    """The exporter of the regression experiment, which names none."""
+    """The exporter of the regression experiment, which names none, on `workdir` (made empty)."""
+    workdir.mkdir()
     cfg = regression_config.get_config()
     cfg.workdir = str(workdir)
     return konfig.resolve(cfg).exporter
+
+
+def check_platforms(lesson: Lesson, trainer, state, x, key) -> None:
+    """The Trainer's exporter with `platforms` naming only one this machine is not (cuda,
+    or tpu on a GPU): it exports from here, and jax refuses the file here."""
+    elsewhere = "tpu" if jax.default_backend() == "gpu" else "cuda"
+    dataclasses.replace(trainer.exporter, name="elsewhere", platforms=(elsewhere,)).export(
+        model=trainer.model, state=state, element_spec=trainer.train_ds.element_spec, is_training=False)
+    exported = jax.export.deserialize(bytearray((trainer.workdir / "elsewhere.jax_exported").read_bytes()))
+    try:
+        exported.call(params=state.params, key=key, inputs=x)
+        refused = ""
+    except ValueError as error:
+        refused = str(error)
+    lesson.check(tuple(exported.platforms) == (elsewhere,) and f"exported for platforms '('{elsewhere}',)'" in refused,
+                 f"exported with platforms=('{elsewhere}',): jax refuses to run it on this machine's"
+                 f" {jax.default_backend()}")
 
 
 def imported_packages(output: str) -> set[str]:

@@ -4,8 +4,9 @@ Flax's current API is NNX: a module is a Python object that owns its parameters.
 trains one through `kauldron.contrib.modules.knnx.KdNnxModule`, with the same config,
 losses and metrics as the Linen MLP. Its dataclass fields are its config; Kauldron builds
 the layers by calling its `setup(rngs)`, with an `nnx.Rngs` made from the Trainer's RNG
-streams, so the seed still comes from the Trainer. An NNX module you already have is
-wrapped by `knnx.LinenModuleFromNnxDef`.
+streams, so the seed still comes from the Trainer (a `setup` without an `rngs` argument
+is called without one, with a warning). An NNX module you already have is wrapped by
+`knnx.LinenModuleFromNnxDef`.
 """
 
 import functools
@@ -36,9 +37,11 @@ def an_nnx_model(lesson: Lesson, workdir):
     ## The MLP in NNX, under the same Trainer
 
     `NnxMLP` (below) makes its layers in `setup`, and takes its input by a `kontext.Key`
-    field like the Linen MLP. NNX captures nothing by itself the way Linen's
-    `interms.enc.__call__[0]` does: what a module `sow`s is what a metric can read, here
-    `self.sow(nnx.Intermediate, "enc_out", h)` at `interms.enc_out.value[0]`.
+    field like the Linen MLP. `KdNnxModule.init` never sees a batch, so the width of the
+    input is a field too, `features`, not read from the data. NNX captures nothing by
+    itself the way Linen's `interms.enc.__call__[0]` does: what a module `sow`s is what
+    a metric can read, here `self.sow(nnx.Intermediate, "enc_out", h)` at
+    `interms.enc_out.value[0]`.
     """)
     cfg = regression_config.get_config()
     cfg.workdir, cfg.num_train_steps = str(workdir / "run"), 100
@@ -58,6 +61,9 @@ def an_nnx_model(lesson: Lesson, workdir):
                                        mutable=True, capture_intermediates=True, is_training_property=False)[1]
         lesson.check_equal(sorted(captured["intermediates"]), ["enc_out"],
                            "what the NNX model's forward captures, asked to capture intermediates: the sown value only")
+        narrow = trainer.model.init(trainer.rng_streams.init_rngs(), make_data("eval")["x"][:, :8])
+        lesson.check_equal(narrow["params"]["enc"]["kernel"].shape, (FEATURES, 32),
+                           "enc's kernel, init given rows of 8 features: its width from features, not from the rows")
 
     lesson.md("""
     ## The parameters, and what travels with them
@@ -82,6 +88,9 @@ def an_nnx_model(lesson: Lesson, workdir):
             plain(konfig.resolve(experiment(workdir / f"seed-{i}", seed)).init_state().params) for i, seed in ((1, 0), (2, 1))]
         lesson.check(same(initial[0], initial[1]) and not same(initial[0], initial[2]),
                      "the initial values come from the Trainer's seed: seed 0 twice the same, seed 1 not")
+        warned, made = init_without_rngs()
+        lesson.check(any("rngs are not used in setup method" in str(w.message) for w in warned) and same(*made),
+                     "a setup without an rngs argument: init warns, and two seeds make the same values")
 
     lesson.md("""
     ## Train and eval mode
@@ -109,8 +118,8 @@ def an_nnx_model(lesson: Lesson, workdir):
         noisy = NoisyInEval(inputs="batch.x")
         first, second = (as_an_evaluator(noisy, dropout.rng_streams, step, x) for step in (0, 1))
         lesson.check((first == 0).any() and np.array_equal(first, second),
-                     "a module that draws dropout in eval mode, run as an evaluator runs it (jitted, the Trainer's"
-                     " streams) for batches 0 and 1: the same draws")
+                     "a module that draws dropout in eval mode, run as Evaluator._step runs it (kd.train.forward,"
+                     " jitted, rngs=rng_streams.eval_rngs(batch index)) for batches 0 and 1: the same draws")
         reseeded = dataclasses.replace(dropout.rng_streams, stream_overwrites=[kd.train.RngStream("dropout", eval=True)])
         lesson.check(not np.array_equal(as_an_evaluator(noisy, reseeded, 0, x), as_an_evaluator(noisy, reseeded, 1, x)),
                      "with a dropout stream of eval=True, batches 0 and 1: other draws (reseeded from the batch's index)")
@@ -138,8 +147,10 @@ def an_nnx_model(lesson: Lesson, workdir):
     (or `nnx_init()` if that raises `TypeError`) and keeps the result as `module`, so the
     parameters sit under `module`; calling it calls the module with the same
     arguments. It has no `kontext.Key` field: Kauldron calls a model without one with
-    the whole batch, so subclass it with a field such as `inputs: kontext.Key` to feed
-    the module a key path instead.
+    the whole batch. To feed the module a key path instead, subclass it with a
+    `kontext.Key` field named as the module's argument (`inputs` for `nnx.Linear`):
+    Kauldron passes the value under the field's name, and a field `x` fails only when
+    the model is called.
     """)
     linear = knnx.LinenModuleFromNnxDef(nnx_init=functools.partial(nnx.Linear, FEATURES, 1))
     wrapped = linear.init({"params": jax.random.key(0)})
@@ -160,10 +171,19 @@ def an_nnx_model(lesson: Lesson, workdir):
         lesson.check(len(args) == 1 and args[0] is batch and kwargs == {},
                      "a model without kontext keys is given the whole batch, as its one positional argument",
                      internal="a private name")
-        args, kwargs = model_inputs(keyed_wrapper(FEATURES), batch)
-        lesson.check(args == () and list(kwargs) == ["inputs"] and kwargs["inputs"] is x,
-                     "a subclass with inputs: kontext.Key = 'batch.x' is given batch['x'] as inputs=",
-                     internal="a private name")
+        keyed = keyed_wrapper("inputs")
+        args, kwargs = model_inputs(keyed, batch)
+        lesson.check(args == () and list(kwargs) == ["inputs"] and kwargs["inputs"] is x
+                     and np.array_equal(keyed.apply(keyed.init({"params": jax.random.key(0)}), **kwargs,
+                                                    is_training_property=False), direct(x)),
+                     "a subclass with inputs: kontext.Key = 'batch.x' is given batch['x'] as inputs=, and computes"
+                     " nnx.Linear's outputs", internal="a private name")
+        misnamed = keyed_wrapper("x")
+        args, kwargs = model_inputs(misnamed, batch)
+        error = lesson.check_raises(TypeError, lambda: misnamed.apply(wrapped, *args, **kwargs, is_training_property=False),
+                                    "applying a subclass whose field is x: kontext.Key = 'batch.x', given x=batch['x'],")
+        lesson.check("unexpected keyword argument 'x'" in str(error), "nnx.Linear refuses the keyword x",
+                     internal="reads Python's error message")
 
     lesson.md("""
     ## Going further: outside `jit`, `apply` advances the state's RNG counter
@@ -210,8 +230,9 @@ class NoisyInEval(knnx.KdNnxModule):
 
 def as_an_evaluator(model, streams, batch_index: int, x) -> np.ndarray:
     """The model's eval-mode output for rows of ones shaped as `x`, initialised from a fixed
-    key, computed as an evaluator's step computes it for its batch `batch_index`:
-    `kd.train.forward`, jitted, with `streams.eval_rngs(batch_index)`."""
+    key, computed as `kd.evals.Evaluator._step` (kauldron/evals/evaluators.py) computes it
+    for its batch `batch_index`: `kd.train.forward`, jitted, with `is_training=False` and
+    `rngs=streams.eval_rngs(batch_index)`."""
     variables = model.init({"params": jax.random.key(0), "dropout": jax.random.key(1)})
     context = kd.train.Context(step=0, batch={"x": np.ones_like(x)})
 
@@ -239,14 +260,33 @@ def plain(params):
     return jax.tree.map(lambda v: v.get_value() if is_variable(v) else v, params, is_leaf=is_variable)
 
 
-def keyed_wrapper(features: int):
-    """LinenModuleFromNnxDef with a key path for its input: an nnx.Linear fed `batch.x`."""
+def keyed_wrapper(field: str):
+    """LinenModuleFromNnxDef with a key path for its input: an nnx.Linear fed `batch.x`
+    through a `kontext.Key` field named `field`."""
+    keyed_linear = dataclasses.make_dataclass("KeyedLinear", [(field, kontext.Key, kontext.REQUIRED)],
+                                              bases=(knnx.LinenModuleFromNnxDef,), kw_only=True)
+    return keyed_linear(nnx_init=functools.partial(nnx.Linear, FEATURES, 1), **{field: "batch.x"})
 
-    @dataclasses.dataclass(kw_only=True)
-    class KeyedLinear(knnx.LinenModuleFromNnxDef):
-        inputs: kontext.Key = kontext.REQUIRED
 
-    return KeyedLinear(nnx_init=functools.partial(nnx.Linear, features, 1), inputs="batch.x")
+@dataclasses.dataclass(kw_only=True)
+class NoRngsInSetup(knnx.KdNnxModule):
+    """A KdNnxModule whose setup takes no rngs: it seeds its layer itself."""
+
+    def setup(self):
+        self.out = nnx.Linear(FEATURES, 1, rngs=nnx.Rngs(5))
+
+    def __call__(self, inputs):
+        return self.out(inputs)
+
+
+def init_without_rngs() -> tuple[list, list]:
+    """The warnings `NoRngsInSetup().init` gives, and its values for two seeds."""
+    import warnings
+
+    with warnings.catch_warnings(record=True) as warned:
+        warnings.simplefilter("always")
+        made = [plain(NoRngsInSetup().init({"params": jax.random.key(seed)})["params"]) for seed in (0, 1)]
+    return warned, made
 
 
 def model_inputs(model, batch):
