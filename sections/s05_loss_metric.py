@@ -83,6 +83,9 @@ def loss_and_metric(lesson: Lesson):
         no_step = {key: value for key, value in context.items() if key != "step"}
         lesson.check((loss.step, loss.weight) == ("step", 1.0), "a loss's default step key and weight")
         lesson.check_raises(KeyError, lambda: loss(context=no_step), "LogCosh (weight 1.0) on a context without a step")
+        scheduled = LogCosh(preds="preds.y", targets="batch.y", weight=lambda step: 0.1 * step)
+        lesson.check_close(float(scheduled(context={**context, "step": 3})), 0.3 * values["LogCosh"],
+                           "LogCosh with weight=lambda step: 0.1 * step, on a context at step 3: 0.3 x LogCosh", rel=1e-5)
 
     lesson.md("""
     ## A mask is a key too
@@ -101,18 +104,23 @@ def loss_and_metric(lesson: Lesson):
                            "LogCosh without a mask key, on the same context: unmasked")
         lesson.check_raises(KeyError, lambda: masked(context={**context, "batch": {"y": targets}}),
                             "mask='batch.mask' on a context with no batch.mask")
+        lesson.check_equal(float(masked(preds=preds, targets=targets)), values["LogCosh"],
+                           "LogCosh with mask='batch.mask', called with arrays and no mask=: unmasked")
+        lesson.check_close(float(masked(preds=preds, targets=targets, mask=context["batch"]["mask"])),
+                           float(masked(context=context)), "the same loss called with arrays and mask=batch.mask's array:"
+                           " the masked mean", rel=1e-6)
         lesson.fact("masked_logcosh", float(masked(context=context)))
 
     lesson.md("""
     ## A metric's value is a state that merges
 
     `WithinTol` counts the predictions within `tol` of their target. Its state is
-    `kd.metrics.AverageState`, Kauldron's state for every metric that averages
-    (`kd.metrics.Accuracy` has it too): `total` sums the values, here the hits, and
-    `count` counts them. Merging adds each, so merging the states of a batch of 6 rows
-    and one of 2 gives the pooled ratio over all 8, not the mean of the two batches'
-    ratios (the last line: wrong, and quietly so). This is how an evaluator combines its
-    batches (section 9).
+    `kd.metrics.AverageState`, the state of Kauldron's averaging metrics
+    (`kd.metrics.Accuracy`, `Psnr`, `Norm`...; a loss's is `AllReduceMean`): `total` sums
+    the values, here the hits, and `count` counts them. Merging adds each, so merging the
+    states of a batch of 6 rows and one of 2 gives the pooled ratio over all 8, not the
+    mean of the two batches' ratios (the last line: wrong, and quietly so). This is how
+    an evaluator combines its batches (section 9).
     """)
     metric = WithinTol(preds="preds.y", targets="batch.y", tol=0.5)
     big, small = metric.get_state(preds=preds[:6], targets=targets[:6]), metric.get_state(preds=preds[6:], targets=targets[6:])
@@ -121,9 +129,14 @@ def loss_and_metric(lesson: Lesson):
         print(f"{name:7} {float(state.total):>3.0f} / {float(state.count):>2.0f} = {float(state.compute()):.4f}")
     print(f"the mean of the two rates: {(float(big.compute()) + float(small.compute())) / 2:.4f}")
     with lesson.checks():
-        lesson.check(issubclass(WithinTol.State, kd.metrics.AverageState)
-                     and issubclass(kd.metrics.Accuracy.State, kd.metrics.AverageState),
-                     "WithinTol's state, like kd.metrics.Accuracy's, is an AverageState")
+        lesson.check(all(issubclass(m.State, kd.metrics.AverageState)
+                         for m in (WithinTol, kd.metrics.Accuracy, kd.metrics.Psnr, kd.metrics.Norm)),
+                     "WithinTol's state, like kd.metrics.Accuracy's, Psnr's and Norm's, is an AverageState")
+        from kauldron.losses.base import AllReduceMean
+
+        lesson.check(all(m.State is AllReduceMean and not issubclass(m.State, kd.metrics.AverageState)
+                         for m in (kd.losses.Loss, kd.losses.L2, LogCosh)),
+                     "a loss's state (kd.losses.Loss's, L2's, LogCosh's) is AllReduceMean, not an AverageState")
         lesson.check_equal(float(merged.compute()), float(np.mean(np.abs(error) < 0.5)),
                            "the merged state's value = the pooled ratio over all 8 rows")
         lesson.check_equal(float(small.merge(big).compute()), float(merged.compute()), "merging in the other order")
@@ -134,11 +147,14 @@ def loss_and_metric(lesson: Lesson):
     lesson.md("""
     ## A mask's shape: a loss aligns it right, `AverageState` left
 
-    A loss broadcasts its mask against its values as numpy does, from the last axis:
-    for values of shape (8, 4), a mask of one value per row has shape (8, 1), as
-    `batch.mask` above; one of shape (8,) is refused, and one of shape (4,) would mask
-    columns. `kd.metrics.AverageState.from_values` aligns the mask on the first axis,
-    the batch, and adds the missing axes after it: there (8,) masks rows.
+    A loss's state, `AllReduceMean`, broadcasts its mask against its values as numpy
+    does, from the last axis: for values of shape (8, 4), a mask of one value per row has
+    shape (8, 1), as `batch.mask` above; one of shape (8,) is refused, and one of shape
+    (4,) would mask columns. `kd.metrics.AverageState.from_values` aligns the mask on the
+    first axis, the batch, and adds the missing axes after it: there (8,) masks rows. A
+    metric masks only if it declares a `mask` key and passes the mask to `from_values`,
+    as `kd.metrics.Accuracy` does: `kd.metrics.Metric` has no `mask` field, so
+    `WithinTol` takes no mask.
     """)
     rows = jnp.asarray([1.0] * 3 + [0.0] * 5)  # one value per row: shape (8,)
     try:
@@ -163,6 +179,15 @@ def loss_and_metric(lesson: Lesson):
                      "AverageState.from_values with a mask of shape (8,): the hits and count of the first 3 rows")
         lesson.check_raises(ValueError, lambda: kd.metrics.AverageState.from_values(values=hits, mask=columns),
                             "AverageState.from_values with a mask of shape (4,) for values of shape (8, 4)")
+        lesson.check_raises(TypeError, lambda: WithinTol(preds="preds.y", targets="batch.y", mask="batch.mask"),
+                            "WithinTol(..., mask='batch.mask'): no mask field")
+        labels = jnp.argmax(preds + targets, axis=-1, keepdims=True)
+        hit = np.asarray(jnp.argmax(preds, axis=-1, keepdims=True) == labels, np.float32)
+        accuracy = {"preds": {"y": preds}, "batch": {"label": labels, "mask": context["batch"]["mask"]}}
+        lesson.check_close(float(kd.metrics.Accuracy(logits="preds.y", labels="batch.label", mask="batch.mask")
+                                 (context=accuracy)), float(hit[:3].mean()),
+                           "kd.metrics.Accuracy with mask='batch.mask': the accuracy over the mask's 3 rows", rel=1e-6)
+        lesson.check(float(hit[:3].mean()) != float(hit.mean()), "here, the accuracy over 3 rows is not the one over 8")
 
     lesson.md("""
     ## `AutoState`, for a state that is not an average

@@ -92,10 +92,12 @@ def trainer_end_to_end(lesson: Lesson, workdir):
     updates, and the state `train()` returns, after 51, is saved nowhere. Keep it
     yourself if you need it: a run resumed from `ckpt_50` redoes update 50, and this
     config's `InMemoryPipeline` saves no position, so it does it on the first batch again
-    (section 9). `checkpointer.restore(state)` reads the latest checkpoint back into a
-    state of the right structure. Ask a Trainer built again from the config: the one that
-    saved refuses to restore the `TrainState` alone, as its checkpoint manager was made
-    for the whole checkpoint `train()` saves, of several items.
+    (section 9). A `Checkpointer` keeps the latest 3 (`max_to_keep=3`): in this short run,
+    all of them. `checkpointer.restore(state)` reads the latest checkpoint back into a
+    state of the right structure, and deletes the arrays of the state you pass unless
+    `donate=False`. Ask a Trainer built again from the config: the one that saved
+    refuses to restore the `TrainState` alone, as its checkpoint manager was made for the
+    whole checkpoint `train()` saves, of several items.
     """)
     state, aux = trainer.train()
     print("state.step:", int(state.step), " checkpoints:", trainer.checkpointer.all_steps)
@@ -116,6 +118,14 @@ def trainer_end_to_end(lesson: Lesson, workdir):
     with lesson.checks():
         lesson.check_equal(int(state.step), cfg.num_train_steps + 1, "state.step after train() with num_train_steps=50")
         lesson.check_equal(list(trainer.checkpointer.all_steps), [0, 25, 50], "the checkpoints of a 50-step run")
+        lesson.check_equal(kd.ckpts.Checkpointer(save_interval_steps=25).max_to_keep, 3,
+                           "a Checkpointer's default max_to_keep")
+        restorer, given, kept = konfig.resolve(cfg).checkpointer, trainer.init_state(), trainer.init_state()
+        restorer.restore(given)
+        restorer.restore(kept, donate=False)
+        lesson.check(all(x.is_deleted() for x in jax.tree.leaves(given))
+                     and not any(x.is_deleted() for x in jax.tree.leaves(kept)),
+                     "restore(state) deleted every array of the state it was given; restore(state, donate=False) none")
         lesson.check((int(saved.step), int(saved.opt_state[0].count)) == (50, 50)
                      and max_difference(saved.params, state.params) > 1e-3,
                      "the latest checkpoint holds the state before the last update (step 50, 50 Adam updates),"
@@ -137,12 +147,13 @@ def trainer_end_to_end(lesson: Lesson, workdir):
     ## The core of `train()`, by hand
 
     Strip away checkpoints, evaluators and logging and what is left is the Trainer's own
-    train step, called on one batch after another: Kauldron's docs call it the mid-level
-    API. `state = trainer.init_state()`, then `state, aux = trainer.trainstep.step(state,
-    batch)` for each batch of `trainer.train_ds.device_put(trainer.sharding.batch)`,
-    which places each batch on the devices with the Trainer's batch sharding, as
-    `train()` does (section 11); the older name, `trainer.sharding.ds`, now raises a
-    `DeprecationWarning`. The pipeline never ends (`num_epochs=None`), so the loop takes
+    train step, called on one batch after another ([Kauldron's
+    docs](https://kauldron.readthedocs.io/en/latest/eval.html#training) call it the
+    mid-level API). `state = trainer.init_state()`, then `state, aux =
+    trainer.trainstep.step(state, batch)` for each batch of
+    `trainer.train_ds.device_put(trainer.sharding.batch)`, which places each batch on the
+    devices with the Trainer's batch sharding, as `train()` does (section 11); the older
+    name, `trainer.sharding.ds`, now raises a `DeprecationWarning`. The pipeline never ends (`num_epochs=None`), so the loop takes
     the first 50 batches. From the same initial state and the same batches, it reaches
     the state of the latest checkpoint: the state before `train()`'s last update.
     """)
@@ -152,6 +163,8 @@ def trainer_end_to_end(lesson: Lesson, workdir):
         state_by_hand, aux = trainer.trainstep.step(state_by_hand, batch)
     print("state.step by hand:", int(state_by_hand.step))
     with lesson.checks():
+        lesson.skip_check("Kauldron's docs call this loop the mid-level API",
+                          "a citation of a section title of the docs, not a claim about the installed library")
         lesson.check_raises(DeprecationWarning, lambda: trainer.sharding.ds, "reading trainer.sharding.ds, the older name")
         lesson.check_equal(batch["x"].sharding, trainer.sharding.batch,
                            "a batch device_put placed: its sharding is the Trainer's batch sharding")
@@ -185,10 +198,11 @@ def trainer_end_to_end(lesson: Lesson, workdir):
     lesson.md("""
     ## Going further: the transfer guard `train()` sets
 
-    `train()` runs its loop under `jax.transfer_guard("disallow")`, so a copy from host
-    to device that nobody asked for fails loudly. The pipeline yields numpy arrays: given
-    one, the step has jax copy it to the device implicitly, which the guard refuses. A
-    batch placed with `device_put`, as the loop above places them, passes.
+    `train()` runs its loop under `jax.transfer_guard("disallow")` (unless
+    `jax_disable_jit` or `jax_debug_nans` is on), so a copy from host to device that
+    nobody asked for fails loudly. The pipeline yields numpy arrays: given one, the step
+    has jax copy it to the device implicitly, which the guard refuses. A batch placed
+    with `device_put`, as the loop above places them, passes.
     """)
     with jax.transfer_guard("disallow"):
         try:
@@ -212,13 +226,24 @@ def trainer_end_to_end(lesson: Lesson, workdir):
         lesson.check(probe.refused == [True, True] and implicit_transfer_refused() is False,
                      "train() runs its steps under the guard: a profiler hook (called after each step) finds an"
                      " implicit host-to-device copy refused at both steps of a 1-step run, and allowed outside")
+        from kauldron.train import train_loop
+
+        guards = {}
+        for name, flag in {"plain": contextlib.nullcontext(), "jax_debug_nans": jax.debug_nans(True),
+                           "jax_disable_jit": jax.disable_jit()}.items():
+            with flag, train_loop._transfer_guard():
+                guards[name] = jax.config.jax_transfer_guard_host_to_device
+        lesson.check_equal(guards, {"plain": "disallow", "jax_debug_nans": None, "jax_disable_jit": None},
+                           "the host-to-device guard train()'s loop sets: as is, with jax_debug_nans on, with"
+                           " jax_disable_jit on", internal="a private name (kauldron.train.train_loop._transfer_guard)")
         lesson.fact("logcosh", {str(step): logged[step]["losses/logcosh"] for step in (0, 50)})
         lesson.fact("enc_norm_last_step", values["enc_norm"])
         lesson.summary = (f"logcosh {logged[0]['losses/logcosh']:.4f} -> {logged[50]['losses/logcosh']:.4f}"
                           " in 51 updates; ckpt_50 is the state before the last; by hand: the same parameters")
 
 
-import dataclasses  # noqa: E402 - what the checks use, apart from the page's imports
+import contextlib  # noqa: E402 - what the checks use, apart from the page's imports
+import dataclasses  # noqa: E402
 
 from sections.parts.regression import MLP  # noqa: E402
 

@@ -1,12 +1,13 @@
 """Calls `jax.distributed.initialize()` after one thing, and says whether jax accepted it.
 
+    python -m sections.parts.initialize_after json            # after importing json
     python -m sections.parts.initialize_after jax.devices     # after jax.devices()
     python -m sections.parts.initialize_after kauldron.main   # after importing kauldron.main
 
 Run it in a fresh process: jax refuses `initialize()` once anything in the process has
-started its backend. The job it asks for is of one process, its coordinator on this
-machine's loopback only: where jax accepts the call, it starts the coordinator and joins
-it at once (section 11).
+started its backend (importing json does not: the first line is a control). The job it
+asks for is of one process, its coordinator on this machine's loopback only: where jax
+accepts the call, it starts the coordinator and joins it at once (section 11).
 """
 
 import importlib

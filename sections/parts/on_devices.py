@@ -5,10 +5,10 @@
 
 CONFIG.json is a config written with `cfg.to_json()` (section 1). This resolves it,
 trains it, and prints the devices, how a batch is split (put on the devices as `train()`
-puts it), and, for each parameter and each array of the optimizer state, its shape, the
-shape of the shard each device holds, and its partition spec. It writes the same, as
-JSON, to `sharding.json` in the config's workdir. XLA_FLAGS must be set before jax starts:
-hence a process of its own (section 11).
+puts it), whether a batch of 30 rows can be put there, and, for each parameter and each
+array of the optimizer state, its shape, the shape of the shard each device holds, and
+its partition spec. It writes the same, as JSON, to `sharding.json` in the config's
+workdir. XLA_FLAGS must be set before jax starts: hence a process of its own (section 11).
 """
 
 import json
@@ -16,6 +16,7 @@ import pathlib
 import sys
 
 import jax
+import numpy as np
 from kauldron import kd, konfig
 
 
@@ -30,15 +31,22 @@ def main(config_file: str) -> None:
     cfg = konfig.ConfigDict(json.loads(pathlib.Path(config_file).read_text()))
     trainer = konfig.resolve(cfg)
     batch = kd.sharding.device_put(next(iter(trainer.train_ds)), trainer.sharding.batch)  # as train() does
+    try:
+        kd.sharding.device_put({"x": np.zeros((30, 16), np.float32)}, trainer.sharding.batch)
+        rows_30 = "placed"
+    except ValueError as error:
+        rows_30 = type(error).__name__
     state, _ = trainer.train()
     report = {
         "devices": jax.device_count(),
         "batch": shards(batch),
+        "batch of 30 rows": rows_30,
         "params": shards(state.params),
         "opt_state": shards(state.opt_state),
         "distributed_initialized": jax.distributed.is_initialized(),
     }
     print("devices:", report["devices"])
+    print("a batch of 30 rows:", rows_30)
     for part in ("batch", "params", "opt_state"):
         for path, array in report[part].items():
             print(f"{part + path:34} {str(array['shape']):8} -> {str(array['shard']):8} per device,"
