@@ -47,7 +47,6 @@ def named_axes_are_checked(lesson: Lesson):
         lesson.check_equal(printed_by(project, jnp.zeros((2, 16, 8)), jnp.zeros((8, 32))),
                            "{'*b': (2,), 'n': 16, 'c': 8, 'd': 32}",
                            "the bindings kt.dim gives inside a @kt.typechecked call of project(f32[2 16 8], f32[8 32])")
-        lesson.check_equal(out.shape, (2, 16, 32), "the result's shape, checked against '*b n d'")
 
     lesson.md("""
     ## A mismatch names the argument, its shape and the bindings
@@ -93,8 +92,11 @@ def named_axes_are_checked(lesson: Lesson):
     `kd.typing`), whose annotations are jaxtyping types; Kauldron's own data transforms
     (`kd.data.ValueRange`, for one) still use it. Its report of the same mismatch adds
     Kauldron's own summary of the inputs and the inferred dimensions (shown from
-    `Inputs:` on). The two do not mix: a `@kt.typechecked` function annotated with
-    `kd.typing` types raises `RuntimeError` when called.
+    `Inputs:` on). The two do not mix, and which way round matters. By default
+    (`kt.CONFIG`), a `@kt.typechecked` function annotated with `kd.typing` types raises
+    `RuntimeError` when called. The other way round is silent: `@kd.typing.typechecked`
+    checks each `kt` annotation alone (dtype and rank) and ties no names across them, so
+    `transpose_by_mistake`'s body under it returns the `(3, 2)` transpose with no error.
     """)
     try:
         legacy_project(jnp.zeros((2, 16, 8)), jnp.zeros((5, 32)))
@@ -127,6 +129,20 @@ def named_axes_are_checked(lesson: Lesson):
         error = lesson.check_raises(RuntimeError, lambda: mixed(jnp.zeros((2, 3))),
                                     "calling a @kt.typechecked function annotated with kd.typing types")
         lesson.check("Mixing of ktyping and jaxtyping detected" in str(error), "the error says ktyping and jaxtyping mix")
+        with kt.Config(jaxtyping_annotations="ignore"):
+            lesson.check_equal(shape_or_error(lambda: mixed(jnp.zeros((2, 3)))), (2, 3),
+                               "under kt.Config(jaxtyping_annotations='ignore'), the same call returns: the error is the default")
+
+        @kd_typing.typechecked
+        def legacy_transpose(x: kt.Float["b c"]) -> kt.Float["b c"]:
+            return x.T
+
+        lesson.check_equal(shape_or_error(lambda: legacy_transpose(jnp.zeros((2, 3)))), (3, 2),
+                           "@kd.typing.typechecked over kt.Float['b c'] -> kt.Float['b c'] returning x.T: no error, shape")
+        lesson.check_raises(kd_typing.TypeCheckError, lambda: legacy_transpose(jnp.zeros((2, 3, 4))),
+                            "that function given a rank-3 array (the rank is checked)")
+        lesson.check_raises(kd_typing.TypeCheckError, lambda: legacy_transpose(jnp.zeros((2, 3), jnp.int32)),
+                            "that function given an int32 array (the dtype is checked)")
 
     lesson.md("""
     ## Going further: `kd.typing` needs TensorFlow; ktyping does not
@@ -150,6 +166,14 @@ def named_axes_are_checked(lesson: Lesson):
 
 import contextlib
 import io
+
+
+def shape_or_error(call):
+    """The shape a call returns, or the name of what it raised."""
+    try:
+        return call().shape
+    except Exception as error:  # noqa: BLE001 - the name is what the check compares
+        return type(error).__name__
 
 
 def printed_by(function, *args) -> str:

@@ -100,7 +100,7 @@ def sweep_over_overrides(lesson: Lesson, workdir):
 
     `kauldron.kxm`, the XManager launcher, reads `sweep()` when given `--xp.sweep=True`
     (`--xp.sweep=a,b` combines `sweep_a()` and `sweep_b()` as a product) and starts one
-    `python -m kauldron.main` job per dict, passing each override as a flag; without
+    `kauldron/main.py` job per dict, passing each override as a flag; without
     `--xp.sweep` it starts one job, with no overrides. It needs Google's internal tools:
     from the PyPI package it does not even import. Section 10 runs one of these jobs from
     the command line, with the flags the launcher would pass.
@@ -120,13 +120,19 @@ def sweep_over_overrides(lesson: Lesson, workdir):
                      and 'script_path="//third_party/py/kauldron/main.py"' in launcher,
                      "kxm's KauldronSweep runs the product of the sweeps named, and its jobs run kauldron/main.py"
                      " with each override as a cfg.<path> flag", internal="reads Kauldron's source")
+        experiment = library_text("kauldron", "xm/_src/experiment.py")
+        no_sweep = library_text("kauldron", "xm/_src/sweep_utils.py")
+        lesson.check("if self.sweep in (None, False):\n      new_sweep = sweep_utils.NoSweep()" in experiment
+                     and "class NoSweep(SweepInfo):" in no_sweep
+                     and "def __iter__(self) -> Iterable[SweepItem]:\n    yield SweepItem({})" in no_sweep,
+                     "kxm without --xp.sweep: the Experiment swaps in NoSweep(), which yields one SweepItem({}):"
+                     " one job, no overrides", internal="reads Kauldron's source")
         sweeps = library_text("kauldron", "xm/_src/sweep_cfg_utils.py")
-        lesson.check("case None | False:\n        return []\n      case True:\n        return [\"\"]" in sweeps
+        lesson.check("case True:\n        return [\"\"]" in sweeps
                      and 'fn_name = "sweep_" + fn_name if fn_name else "sweep"' in sweeps
                      and "for sweep_kwargs in itertools.product(*sweeps):" in sweeps,
-                     "kxm's sweep names: none without --xp.sweep (the product of no sweeps: one job, no overrides),"
-                     " sweep() for --xp.sweep=True, sweep_<name>() for each name given",
-                     internal="reads Kauldron's source")
+                     "kxm's sweep names: sweep() for --xp.sweep=True, sweep_<name>() for each name given,"
+                     " combined as a product", internal="reads Kauldron's source")
         best = min(final_loss, key=final_loss.get)
         lesson.summary = f"{len(final_loss)} runs; best {final_loss[best]:.4f} ({best}); kxm does not import from PyPI"
 

@@ -28,8 +28,10 @@ def pipeline_as_config(lesson: Lesson):
     `SyntheticImages` (below) returns one example per index: a small uint8 image, a label
     and an id. `kd.data.py.DataSource` batches it; `kd.inspect.json_spec_like` describes
     a batch (dtype and shape of each feature) without anyone writing its shapes down.
-    `num_workers=0` reads in this process, as Kauldron does by itself in a notebook; a
-    script left at the default, 16, reads in worker processes.
+    `num_workers=0` reads in this process, as Kauldron does by itself in a notebook (or
+    where `TEST_TMPDIR` is set, which it takes for a test); a script left at the default,
+    16, reads in worker processes. `num_epochs=1` reads the source once: left at its
+    default, `None`, the pipeline repeats forever and `len()` raises `TypeError`.
     """)
     raw = kd.data.py.DataSource(data_source=SyntheticImages(size=64), batch_size=8, shuffle=False,
                                 num_epochs=1, seed=0, num_workers=0)
@@ -42,20 +44,36 @@ def pipeline_as_config(lesson: Lesson):
                                                  shuffle=False).num_workers, 16, "DataSource's num_workers by default")
         import contextlib
         import io
+        import itertools
+        import os
         from unittest import mock
 
         from kauldron.data.py import base
 
-        with contextlib.redirect_stdout(io.StringIO()), mock.patch("etils.epy.is_notebook", return_value=True):
-            in_a_notebook = base._get_num_workers(16)
-        lesson.check_equal((base._get_num_workers(16), in_a_notebook), (16, 0),
-                           "the workers a DataSource asked for 16 uses, in a script and in a notebook",
+        with mock.patch.dict(os.environ):
+            os.environ.pop("TEST_TMPDIR", None)
+            in_a_script = base._get_num_workers(16)
+            with contextlib.redirect_stdout(io.StringIO()):
+                with mock.patch("etils.epy.is_notebook", return_value=True):
+                    in_a_notebook = base._get_num_workers(16)
+                os.environ["TEST_TMPDIR"] = str(os.getcwd())
+                in_a_test = base._get_num_workers(16)
+        lesson.check_equal((in_a_script, in_a_notebook, in_a_test), (16, 0, 0),
+                           "the workers a DataSource asked for 16 uses: in a script, a notebook, with TEST_TMPDIR set",
                            internal="a private name")
+        lesson.check_equal((len(raw), sum(1 for _ in raw)), (8, 8),
+                           "len() and the batches iterated with num_epochs=1 (64 examples, 8 a batch)")
+        forever = kd.data.py.DataSource(data_source=SyntheticImages(size=64), batch_size=8, shuffle=False,
+                                        seed=0, num_workers=0)
+        lesson.check(forever.num_epochs is None, "DataSource's num_epochs by default is None")
+        lesson.check_equal(sum(1 for _ in itertools.islice(forever, 9)), 9,
+                           "batches from the default num_epochs: a 9th follows one pass's 8")
+        lesson.check_raises(TypeError, lambda: len(forever), "len() of a DataSource with the default num_epochs")
 
     lesson.md("""
     ## Transforms are config entries
 
-    `kd.data.Elements` keeps, drops or renames features, `kd.data.ValueRange` rescales
+    `kd.data.Elements` drops or renames features, `kd.data.ValueRange` rescales
     one (here to [-1, 1], from its default input range [0, 255], clipping by default),
     `kd.data.Rearrange` reshapes one with an einops pattern. Named in a dict, they run in
     order on every example: the last two read `pixels`, the name the first gives the

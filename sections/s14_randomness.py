@@ -34,8 +34,8 @@ def randomness_and_modes(lesson: Lesson, workdir):
     `configs/dropout.py` (below) trains `DropoutMLP`, which declares `is_training =
     kd.nn.train_property()` and uses `kd.nn.Dropout`, which reads it. `train()` sets it
     on and an evaluator off; outside a Trainer, `model.apply(..., is_training_property=...)`
-    does. In training, dropout needs a key and two keys give two outputs; in evaluation it
-    is off.
+    does, and must: without it, `init` and `apply` raise `ValueError`. In training, dropout
+    needs a key and two keys give two outputs; in evaluation it is off.
     """)
     cfg = dropout_config.get_config()
     cfg.workdir = str(workdir / "seed-0")
@@ -55,6 +55,11 @@ def randomness_and_modes(lesson: Lesson, workdir):
         lesson.check_raises(InvalidRngError, lambda: trainer.model.apply(params, x, is_training_property=True),
                             "applying the model in training mode without a dropout key")
         lesson.check(np.array_equal(evaluated, no_dropout), "in eval mode, the output is the model's with dropout rate 0")
+        for method, call in (("init", lambda: trainer.model.init(trainer.rng_streams.init_rngs(), x)),
+                             ("apply", lambda: trainer.model.apply(params, x, rngs={"dropout": keys[0]}))):
+            error = lesson.check_raises(ValueError, call, f"the model's {method} without is_training_property=")
+            lesson.check("`is_training_property=` kwargs was not set" in str(error),
+                         f"{method}'s error says is_training_property= was not set")
 
     lesson.md("""
     ## RNG streams come from the Trainer's seed
@@ -140,25 +145,35 @@ def randomness_and_modes(lesson: Lesson, workdir):
         lesson.check_equal([sorted(kd.train.RngStreams([kd.train.RngStream("noise", eval=e)], seed=0).eval_rngs(0))
                             for e in (False, True)], [[], ["noise"]],
                            "the streams eval_rngs gives with RngStream('noise'), then with eval=True")
-        lesson.check(not same(noisy.rng_streams.eval_rngs(0)["noise"], noisy.rng_streams.eval_rngs(1)["noise"]),
-                     "in evaluation, batches 0 and 1 get different noise keys")
+        logged = [row["metrics/noise_mean"] for row in read_scalars(workdir / "noise", "eval").values()]
+        by_batch_index = eval_noise_mean(noisy, lambda i: noisy.rng_streams.eval_rngs(i))
+        lesson.check(all(np.isclose(value, by_batch_index, rtol=1e-5, atol=0) for value in logged),
+                     "each evaluation's logged noise_mean = NoisyMLP's over the eval batches i = 0..3, keys eval_rngs(i)")
+        lesson.check(not np.isclose(by_batch_index, eval_noise_mean(noisy, lambda i: noisy.rng_streams.eval_rngs(0)),
+                                    rtol=1e-3, atol=0),
+                     "that differs from the noise with batch 0's key on every batch")
+        import dataclasses
+
         from flax.errors import InvalidRngError
 
         from sections.parts.randomness import NoisyMLP
 
-        unlisted = NoisyMLP(inputs="batch.x")  # with the default streams, which do not list noise
-        variables = unlisted.init(trainer.rng_streams.init_rngs(), x)
-        lesson.check_raises(InvalidRngError, lambda: unlisted.apply(variables, x, rngs=trainer.rng_streams.train_rngs(0)),
-                            "a training step's apply of a model drawing from an unlisted stream (its init worked)")
+        unlisted = dataclasses.replace(trainer, model=NoisyMLP(inputs="batch.x"), train_metrics={})  # default streams
+        lesson.check_equal(sorted(unlisted.state_specs.params), ["enc", "out"],
+                           "the layers that Trainer's init_state() gives, traced (state_specs), with noise unlisted")
+        error = lesson.check_raises(InvalidRngError, lambda: unlisted.context_specs,
+                                    "tracing a training step of that Trainer (context_specs)")
+        lesson.check('needs PRNG for "noise"' in str(error), "the error names the stream noise")
 
     lesson.md("""
     ## Going further: which key paths a loss or a metric can name
 
     `trainer.context_specs` describes everything one training step builds; flattened, it
-    lists its key paths. A training metric or summary reads the context after the update:
-    `grads.*`, `updates.*` and the losses' states included. A loss runs earlier, inside
-    the gradient: it sees only `step`, `batch`, `params`, `collections`, `opt_state`,
-    `preds` and `interms`. `train()` writes the same table to TensorBoard as
+    lists its key paths. A training metric or summary reads the context after the
+    gradients and updates are computed: `grads.*`, `updates.*` and the losses' states
+    included (its `params` and `opt_state` are those before the update). A loss runs
+    earlier, inside the gradient: it sees only `step`, `batch`, `params`, `collections`,
+    `opt_state`, `preds` and `interms`. `train()` writes the same table to TensorBoard as
     `context_spec`, with two more rows, `grads` and `updates`, that say they have the
     parameters' structure.
     """)
@@ -180,19 +195,35 @@ def randomness_and_modes(lesson: Lesson, workdir):
         seen = {}
         probing = dataclasses.replace(trainer, train_losses={**trainer.train_losses, "probe": context_probe(seen, "loss")},
                                       train_metrics={**trainer.train_metrics, "probe": context_probe(seen, "metric")})
-        probing.context_specs  # traces one training step: each probe records what it was given
+        probing.context_specs  # traces one training step: each probe records the context it was given
+        fields_set = {label: sorted(f.name for f in dataclasses.fields(context) if getattr(context, f.name) is not None)
+                      for label, context in seen.items()}
         loss_sees = {"step", "batch", "params", "collections", "opt_state", "preds", "interms"}
-        lesson.check_equal(seen, {"loss": sorted(loss_sees), "metric": sorted(loss_sees | {"grads", "updates", "loss_states", "loss_total"})},
+        lesson.check_equal(fields_set, {"loss": sorted(loss_sees), "metric": sorted(loss_sees | {"grads", "updates", "loss_states", "loss_total"})},
                            "the context fields set when a training step calls a loss, and a metric",
                            internal="a loss and a metric that override get_state_from_context, the hook the step calls")
+        from sections.parts.randomness import Average
+
+        reading = dataclasses.replace(trainer, train_metrics={"kernel": Average(values="params.out.kernel"),
+                                                              "count": Average(values="opt_state[0].count")})
+        before = jax.tree.map(np.array, states["seed-0"])  # a copy: the step donates its input
+        after, aux = reading.trainstep.step(before, jax.device_put(next(iter(reading.train_ds)), reading.sharding.batch),
+                                            return_metrics=True)
+        read = {name: float(aux.metric_states[name].compute()) for name in ("kernel", "count")}
+        lesson.check_equal((read["count"], int(after.opt_state[0].count)), (last + 1, last + 2),
+                           "adam's count a metric reads in a real step, and the count after that step")
+        kernel_mean = {name: float(np.mean(state.params["out"]["kernel"])) for name, state in (("before", before), ("after", after))}
+        lesson.check(np.isclose(read["kernel"], kernel_mean["before"], rtol=1e-5, atol=0)
+                     and not np.isclose(read["kernel"], kernel_mean["after"], rtol=1e-3, atol=0),
+                     "the out kernel's mean a metric reads in that step: the state's before the update, not after")
         lesson.fact("context_paths", len(paths))
         lesson.summary = (f"dropout by mode; seed 0 reproduced a run of {last + 1} updates bit for bit;"
                           " a noise stream of its own, same in each eval")
 
 
 def context_probe(seen: dict, label: str):
-    """A loss (or metric) of 0 that records, in `seen[label]`, which fields of the context
-    it is called with are set: what a loss or a metric can read at that point."""
+    """A loss (or metric) of 0 that records, in `seen[label]`, the context it is called
+    with: what a loss or a metric can read at that point."""
     import dataclasses
 
     import jax.numpy as jnp
@@ -204,7 +235,7 @@ def context_probe(seen: dict, label: str):
             return jnp.zeros(())
 
         def get_state_from_context(self, context):
-            seen[label] = sorted(f.name for f in dataclasses.fields(context) if getattr(context, f.name) is not None)
+            seen[label] = context
             return self.State.from_values(jnp.zeros(()))
 
     return ContextProbe()
@@ -215,3 +246,15 @@ def eval_mode_loss(trainer, state) -> float:
     data = make_data("eval")
     preds = trainer.model.apply({"params": state.params}, data["x"], is_training_property=False)["y"]
     return float(np.mean(np.log(np.cosh(np.asarray(preds) - data["y"]))))
+
+
+def eval_noise_mean(trainer, keys_for) -> float:
+    """NoisyMLP's noise_mean averaged over the eval batches, batch i drawn with the keys
+    `keys_for(i)`: what the Evaluator logs if it passes those keys (the noise depends on
+    the key and the batch's shape, not on the parameters)."""
+    x, size = make_data("eval")["x"], trainer.evals["eval"].ds.batch_size
+    params = {"params": trainer.model.init(trainer.rng_streams.init_rngs(), x[:size])["params"]}  # any will do
+    means = [trainer.model.apply(params, x[start:start + size], rngs=keys_for(start // size),
+                                 mutable=["intermediates"])[1]["intermediates"]["noise_mean"][0]
+             for start in range(0, len(x), size)]
+    return float(np.mean(means))
