@@ -17,8 +17,8 @@ with konfig.imports():
     from sections.parts import digits
 
 # The checkpointer ranks each checkpoint by the metrics the evaluator computed at its step:
-# ranking one saved at a step without an evaluation fails (KeyError on `test.accuracy`),
-# so both run on one interval.
+# ranking one saved on a step the evaluator skips fails (KeyError on `test.accuracy`), so
+# save on multiples of the evaluator's interval; here both run every 25 steps.
 EVAL_AND_SAVE_EVERY = 25
 
 
@@ -37,7 +37,7 @@ def get_config():
     cfg.optimizer = optax.adam(learning_rate=cfg.ref.schedules["learning_rate"])
     cfg.evals = {
         "test": kd.evals.Evaluator(
-            run=kd.evals.EveryNSteps(EVAL_AND_SAVE_EVERY),
+            run=kd.evals.EveryNSteps(n=EVAL_AND_SAVE_EVERY),
             ds=_digits("test", cfg.ref.aux.data_dir, shuffle=False, num_epochs=1, batch_size=120),
             metrics={"accuracy": kd.metrics.Accuracy(logits="preds.logits", labels="batch.label")},
         ),

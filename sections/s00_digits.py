@@ -51,8 +51,15 @@ def digits_end_to_end(lesson: Lesson, workdir):
     print({split: info.num_examples for split, info in builder.info.splits.items()})
     print(sorted(path.name for path in (data_dir / "digits" / "1.0.0").iterdir()))
     with lesson.checks():
-        lesson.check_equal({split: info.num_examples for split, info in builder.info.splits.items()},
-                           {"train": 1437, "test": 360}, "the dataset's splits, as TFDS records them")
+        from kauldron import kd
+
+        source = kd.data.py.Tfds(name="digits", split="train", data_dir=data_dir, shuffle=False).data_source
+        lesson.check_equal(type(source).__name__, "ArrayRecordDataSource",
+                           "the reader kd.data.py.Tfds gets from tfds.data_source for this dataset",
+                           internal="a class tfds does not export")
+        lesson.check(tfds.core.FileFormat.ARRAY_RECORD in tfds.core.FileFormat.with_random_access()
+                     and tfds.core.FileFormat.TFRECORD not in tfds.core.FileFormat.with_random_access(),
+                     "tfds gives random access to ArrayRecord files, not to TFRecord ones")
         lesson.check_equal(sorted(path.name for path in (data_dir / "digits" / "1.0.0").iterdir()),
                            ["dataset_info.json", "digits-test.array_record-00000-of-00001",
                             "digits-train.array_record-00000-of-00001", "features.json"],
@@ -75,9 +82,9 @@ def digits_end_to_end(lesson: Lesson, workdir):
     `kt.typechecked` checks its arrays' shapes (section 4). The command names the file
     and sets what this run needs: where to write, and where the dataset is.
     """)
-    lesson.shell("python -m kauldron.main --cfg=configs/digits.py --cfg.workdir=$WORKDIR/run"
-                 " --cfg.aux.data_dir=$WORKDIR/tensorflow_datasets",
-                 background=True, shows=r"Starting training loop|collection=test losses")
+    main_run = lesson.shell("python -m kauldron.main --cfg=configs/digits.py --cfg.workdir=$WORKDIR/run"
+                            " --cfg.aux.data_dir=$WORKDIR/tensorflow_datasets",
+                            background=True, shows=r"Starting training loop|collection=test losses")
 
     lesson.md("""
     ## The same config, resolved in Python
@@ -97,6 +104,9 @@ def digits_end_to_end(lesson: Lesson, workdir):
         params = jax.tree.map(lambda leaf: leaf.shape, trainer.state_specs.params)
         lesson.check_equal({key: tuple(value.shape) for key, value in spec.items()},
                            {"image": (32, 8, 8, 1), "label": (32, 1)}, "a batch of 32: images 8x8x1, labels with a trailing axis")
+        lesson.check_equal(spec["image"].dtype.name, "float32", "the images' dtype in a batch: floats")
+        lesson.check(all(isinstance(leaf, jax.ShapeDtypeStruct) for leaf in jax.tree.leaves(trainer.state_specs)),
+                     "every leaf of state_specs is a jax.ShapeDtypeStruct: a shape and a dtype, no values")
         lesson.check_equal((params["hidden"]["kernel"], params["logits"]["kernel"]), ((64, 128), (128, 10)),
                            "the kernels: 64 pixels to 128 hidden units, to 10 logits")
 
@@ -123,34 +133,47 @@ def digits_end_to_end(lesson: Lesson, workdir):
         lesson.check(accuracy[75] >= 0.95, f"the best test accuracy is at least 95% ({accuracy[75]:.4f})")
         rates = {step: row["schedules/learning_rate"] for step, row in read_scalars(workdir / "run", "train").items()}
         lesson.check(rates[0] == 0 and abs(rates[100] - 3e-2) <= 1e-6 * 3e-2,
-                     f"the learning rate the run logged: 0 at step 0, the constant 3e-2 at step 100 ({rates[100]:.6g})")
+                     f"the learning rate the run logged: 0 at step 0, 3e-2 at step 100 ({rates[100]:.6g})")
+        resolved = np.asarray(trainer.schedules["learning_rate"](np.array([10, 19, 20, 60, 100])))
+        lesson.check(np.isclose(resolved[0], 1.5e-2, rtol=1e-6, atol=0) and resolved[1] < 3e-2
+                     and np.allclose(resolved[2:], 3e-2, rtol=1e-6, atol=0),
+                     "the config's schedule, resolved: half the peak at step 10, below it at 19, 3e-2 at 20, 60 and 100")
 
     lesson.md("""
     ## The checkpoint it kept: the best, not the latest
 
-    The checkpointer kept one checkpoint, step 75's, the best evaluation's, not step 100's,
-    the last saved: Orbax ranks checkpoints by `best_metric_path`. `latest_step` is the
-    kept one's, so a run restarted on this workdir would resume from there.
-    `trainer.checkpointer.restore(state)` reads it back into a state of the right
-    structure. A checkpoint holds the state *before* its step's update: `ckpt_75` has had
-    75 updates; the run went on to step 100. The restored parameters, applied to all 360
-    test digits read straight from the dataset, give step 75's logged accuracy.
+    The run saved step 100's checkpoint too, and deleted it: Orbax keeps the
+    `max_to_keep` checkpoints best by `best_metric_path`, here one, step 75's.
+    `latest_step` is the latest kept, 75, where a restarted `train()` resumes (section
+    9). `trainer.checkpointer.restore(state)` reads that latest kept checkpoint: the best
+    only because one is kept (with `max_to_keep=3`, the latest of the best three). A
+    checkpoint holds the state *before* its step's update: `ckpt_75` has had 75 updates.
+    The restored parameters, applied to all 360 test digits read straight from the
+    dataset, give step 75's logged accuracy.
     """)
     print("kept:", trainer.checkpointer.all_steps, "latest_step:", trainer.checkpointer.latest_step)
     state = trainer.checkpointer.restore(trainer.init_state())
     test = tfds.data_source("digits", split="test", data_dir=data_dir)
-    pixels = np.stack([test[i]["image"] for i in range(len(test))]).astype(np.float32) / 255
-    labels = np.array([test[i]["label"] for i in range(len(test))])
+    records = [test[i] for i in range(len(test))]
+    pixels = np.stack([record["image"] for record in records]).astype(np.float32) / 255
+    labels = np.array([record["label"] for record in records])
     predicted = np.asarray(trainer.model.apply({"params": state.params}, pixels)["logits"]).argmax(-1)
     print(f"restored step {int(state.step)}: test accuracy {np.mean(predicted == labels):.4f}")
     with lesson.checks():
         kept = list(trainer.checkpointer.all_steps)
         lesson.check_equal(kept, [75], "the one checkpoint kept: step 75's, the best evaluation's, not step 100's")
-        lesson.check_equal(trainer.checkpointer.latest_step, 75, "latest_step, where a restart would resume")
+        lesson.check("{'step': 100, 'event_type': 'save'" in main_run.output
+                     and "Queuing deletion of steps: [100]." in main_run.output,
+                     "orbax's log: it saved step 100, then queued its deletion", internal="reads orbax's log lines")
+        lesson.check_equal(trainer.checkpointer.latest_step, 75, "latest_step, where a restarted train() resumes")
+        import inspect
+
+        lesson.check(inspect.signature(kd.ckpts.Checkpointer.restore).parameters["step"].default == -1
+                     and "self._ckpt_mgr.latest_step() if step == -1" in inspect.getsource(kd.ckpts.Checkpointer),
+                     "restore(state) reads step=-1, the latest kept checkpoint, not the best",
+                     internal="reads Kauldron's source")
         lesson.check_equal((int(state.step), int(state.opt_state[0].count)), (75, 75),
                            "the restored state's step, and the updates Adam counted in it: the state before that step's update")
-        lesson.check_equal(max(read_scalars(workdir / "run", "train")), 100,
-                           "the last step the run logged, after ckpt_75 was saved")
         lesson.check_close(float(np.mean(predicted == labels)), accuracy[75],
                            "numpy's accuracy over the 360 test digits with ckpt_75 = the one logged at step 75")
 
@@ -181,25 +204,29 @@ def digits_end_to_end(lesson: Lesson, workdir):
     lesson.md("""
     ## Going further: a save needs its step's evaluation
 
-    The checkpointer ranks a checkpoint by the metrics the evaluator computed at the step
-    of the save, not by its latest ones. Saving every 10 steps while the evaluator runs
-    every 25, the save at step 10 has no `test.accuracy`, and training stops there with a
-    `KeyError`: keep one interval for both, as `configs/digits.py` does.
+    The checkpointer ranks a checkpoint by the metrics the evaluator computed in the
+    training loop at the step of the save, not by its latest ones: save only on steps the
+    evaluator runs. Here the evaluator runs every 5 steps and the checkpointer saves
+    every 10, on evaluated steps, and once more at step 12 (`save_on_steps`): that save
+    has no `test.accuracy`, and training stops there with a `KeyError`.
     """)
-    cfg.workdir = str(workdir / "saves_every_10")
-    cfg.checkpointer.save_interval_steps = 10  # the evaluator still runs every 25 steps
-    trainer_10 = konfig.resolve(cfg)
+    cfg.workdir = str(workdir / "save_at_12")
+    cfg.evals["test"].run.n = 5
+    cfg.checkpointer.save_interval_steps = 10
+    cfg.checkpointer.save_on_steps = [12]  # not a step the evaluator runs
+    trainer_12 = konfig.resolve(cfg)
     try:
-        trainer_10.train()
+        trainer_12.train()
     except KeyError as error:
         message = str(error)
-    trainer_10.checkpointer.close()  # waits for the save still in flight
+    trainer_12.checkpointer.close()  # waits for the save still in flight
     print(message)
     with lesson.checks():
         lesson.check("'test.accuracy'" in message and "key: 'test'" in message,
                      "the error: the save's metrics have no test.accuracy")
-        trainer_10.checkpointer.reload()
-        lesson.check_equal(list(trainer_10.checkpointer.all_steps), [0, 10],
-                           "the checkpoints on disk: step 0's, evaluated, and step 10's, the failed save; none after")
+        trainer_12.checkpointer.reload()
+        lesson.check_equal(list(trainer_12.checkpointer.all_steps)[-2:], [10, 12],
+                           "the last checkpoints on disk: step 10's, evaluated and ranked, and step 12's, the failed"
+                           " save; none after")
         lesson.summary = (f"test accuracy {accuracy[75]:.4f} at step 75 (kept, the best), {accuracy[100]:.4f} at"
                           f" step 100; numpy's equal; {len(wrong)} of 360 wrong")

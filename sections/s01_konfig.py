@@ -26,6 +26,7 @@ def config_is_a_call_tree(lesson: Lesson):
     A config file imports what it names inside `with konfig.imports():`. There, `import
     optax` does not give the optax module but a stand-in (a proxy) whose calls build
     nothing. Here it is named `optax_cfg`, apart from the real `optax` imported above.
+    After the block, an import gives the real module again.
     """)
     with konfig.imports():
         import optax as optax_cfg
@@ -34,7 +35,10 @@ def config_is_a_call_tree(lesson: Lesson):
     with lesson.checks():
         lesson.check(not isinstance(optax_cfg, types.ModuleType),
                      "inside konfig.imports(), `import optax` gives a stand-in, not a module")
-        lesson.check(isinstance(optax, types.ModuleType), "the optax imported outside it is still the module")
+        import optax as again
+
+        lesson.check(isinstance(again, types.ModuleType) and not isinstance(again.adam(1e-3), konfig.ConfigDict),
+                     "after the block, `import optax` gives the module, whose adam builds an optimizer: no stand-in left")
 
     lesson.md("""
     ## A call is recorded, not made
@@ -48,6 +52,8 @@ def config_is_a_call_tree(lesson: Lesson):
     with lesson.checks():
         lesson.check(isinstance(cfg, konfig.ConfigDict), "calling optax.adam on the stand-in gives a ConfigDict")
         lesson.check_equal(cfg.__qualname__, "optax:adam", "the recorded call's __qualname__")
+        lesson.check_equal(dict(cfg), {"__qualname__": "optax:adam", "learning_rate": 0.003},
+                           "the ConfigDict's fields: the function, and the keyword argument as a field")
         lesson.fact("qualname", cfg.__qualname__)
 
     lesson.md("""
@@ -121,11 +127,14 @@ def config_is_a_call_tree(lesson: Lesson):
     under names of their own (`optax_cfg`). The mix-up is a stand-in under a module's own
     name: `import optax` inside the block makes `optax` a stand-in for every later cell.
 
-    Inside `mock_modules()`'s `with` block, every name bound to a module (`konfig` aside)
-    is a stand-in, so calls are recorded; after it, the same names are the real modules
-    again. A name bound to a function or a class (`from optax import sgd`) stays real.
-    (It is also what Kauldron's error says when a built object is put in a config:
-    section 8.)
+    Inside `mock_modules()`'s `with` block, every name of the notebook (the caller's
+    globals and locals) bound to a module is a stand-in, except the names `konfig` and
+    `ecolab` (`konfig` imported as `kf` is swapped). Calls through them are recorded, not
+    run: `np.zeros(2)` too, and those a function defined in the notebook makes. After the
+    block, the same names are the real modules again. A name bound to a function or a
+    class (`from optax import sgd`) stays real, and a function imported from another file
+    keeps its real modules. (It is also what Kauldron's error says when a built object is
+    put in a config: section 8.)
     """)
     with konfig.mock_modules():
         adam_cfg = optax.adam(learning_rate=1e-5)  # a ConfigDict
@@ -144,15 +153,26 @@ def config_is_a_call_tree(lesson: Lesson):
                      "inside konfig.mock_modules(), optax.adam(...) records the call as a ConfigDict")
         lesson.check(isinstance(optax, types.ModuleType) and same_updates(optimizer, konfig.resolve(adam_cfg)),
                      "after the block optax is the module again, and its adam updates like the recorded one resolved")
-        module_type = types.ModuleType  # `types` too is a stand-in inside the block
+        from kauldron import konfig as kf
+
+        ecolab = json  # a module under the name ecolab
+        module_type, config_dict = types.ModuleType, konfig.ConfigDict  # `types` too is a stand-in in the block
+        arrays = np.arange(3.0)
+
+        def ones_in_notebook():  # defined here: it reads the names mock_modules swaps
+            return np.ones(3)
+
         with konfig.mock_modules():
-            mocked = {"json": isinstance(json, module_type), "konfig": isinstance(konfig, module_type)}
-        lesson.check_equal(mocked, {"json": False, "konfig": True},
-                           "inside the block, which names are still modules: every module but konfig is a stand-in")
-        lesson.check("interactive environments" in konfig.mock_modules.__doc__
-                     and "konfig.imports()" in konfig.mock_modules.__doc__,
-                     "konfig.mock_modules's docstring: meant for interactive environments, where konfig.imports()"
-                     " would be inconvenient", internal="reads Kauldron's docstring")
+            mocked = {name: isinstance(module, module_type)
+                      for name, module in {"json": json, "konfig": konfig, "kf": kf, "ecolab": ecolab}.items()}
+            recorded = [np.zeros(2), ones_in_notebook()]
+            elsewhere = same(arrays, arrays)  # harness.compare.same: np.array_equal in another file
+        lesson.check_equal(mocked, {"json": False, "konfig": True, "kf": False, "ecolab": True},
+                           "inside the block, which names are still modules: by name, konfig and ecolab (json under"
+                           " that name); not konfig as kf")
+        lesson.check(all(isinstance(value, config_dict) for value in recorded),
+                     "inside the block, np.zeros(2) and a function defined here calling np.ones(3) give ConfigDicts")
+        lesson.check(elsewhere is True, "inside the block, a function imported from another file runs with its real np")
         lesson.summary = (f"{cfg.__qualname__} recorded as data; a chain rebuilt from JSON; a reference written"
                           " as its value; mock_modules recorded optax.adam")
 

@@ -10,7 +10,8 @@ what it does not need is to know where they live. It declares *key paths* such a
 import dataclasses
 
 import numpy as np
-from kauldron import kontext
+from kauldron import kontext, losses
+
 from harness import Lesson, section
 
 
@@ -62,11 +63,13 @@ def key_paths_wire_the_parts(lesson: Lesson):
     `MeanGap` (above) declares two `kontext.Key` fields.
     `kontext.resolve_from_keyed_obj` reads them and returns the keyword arguments to call
     it with: each one exactly the array its key names. Kauldron's losses and metrics get
-    their arguments this way, from the context a training step fills
-    (`kd.train.Context`). The losses run in the forward pass, on `batch`, `params`,
-    `preds` and `interms` (what Flax captured inside the model); metrics and summaries
-    run after the backward pass, and also see `grads`, `updates` and `loss_states`.
-    Section 6 reads an inner layer through `interms`.
+    their arguments this way (below), from the context a training step fills
+    (`kd.train.Context`). In a training step, the losses run inside the gradient, on
+    `step`, `batch`, `params`, `collections`, `opt_state`, `preds` and `interms` (what
+    Flax captured inside the model); the metrics and summaries run after the backward
+    pass, and also see `grads`, `updates` and the losses' states. An evaluator runs no
+    backward pass. Section 14 probes a real step; section 6 reads an inner layer through
+    `interms`.
     """)
     metric = MeanGap(preds="preds.logits", targets="batch.label")
     kwargs = kontext.resolve_from_keyed_obj(context, metric)
@@ -75,13 +78,10 @@ def key_paths_wire_the_parts(lesson: Lesson):
         lesson.check(kwargs["preds"] is context["preds"]["logits"] and kwargs["targets"] is context["batch"]["label"],
                      "resolve_from_keyed_obj gives MeanGap exactly the arrays its keys name, as keyword arguments")
         lesson.fact("mean_gap", metric(**kwargs))
-        lesson.check({"batch", "params", "preds", "interms", "grads", "updates", "loss_states"} <= set(context_fields()),
-                     "kd.train.Context has the fields batch, params, preds, interms, grads, updates and loss_states",
-                     internal="reads Kauldron's source")
-        lesson.check(all("kontext.resolve_from_keyed_obj(context, self" in kauldron_file(path)
-                         for path in ("losses/base.py", "metrics/base.py")),
-                     "kd.losses.Loss and kd.metrics.Metric resolve their keys with resolve_from_keyed_obj",
-                     internal="reads Kauldron's source")
+        named = {"step", "batch", "params", "collections", "opt_state", "preds", "interms", "grads", "updates",
+                 "loss_states"}
+        lesson.check(named <= set(context_fields()),
+                     f"kd.train.Context has the fields {', '.join(sorted(named))}", internal="reads Kauldron's source")
         import re
 
         step, forward_with_loss = kauldron_functions("train/train_step.py", "_step", "forward_with_loss")
@@ -91,6 +91,11 @@ def key_paths_wire_the_parts(lesson: Lesson):
         lesson.check(step.index("grad_fn(") < step.index("grads=params_grads") < step.index("update_context(context)")
                      and "get_state_from_context(context), self.metrics" in kauldron_file("train/auxiliaries.py"),
                      "then it puts grads in the context, then computes the metrics and summaries (update_context)",
+                     internal="reads Kauldron's source")
+        (evaluator_step,) = kauldron_functions("evals/evaluators.py", "_step")
+        lesson.check("train_step.forward(" in evaluator_step and "update_context(ctx)" in evaluator_step
+                     and "grad" not in evaluator_step,
+                     "an evaluator's step (Evaluator._step) runs the forward pass and update_context, no gradient",
                      internal="reads Kauldron's source")
 
     lesson.md("""
@@ -107,10 +112,38 @@ def key_paths_wire_the_parts(lesson: Lesson):
         lesson.fact("mean_gap_repointed", repointed(**kwargs))
 
     lesson.md("""
+    ## Kauldron's losses resolve their keys the same way
+
+    `kd.losses.L2` (imported here from `kauldron.losses`) is a keyed object too:
+    `get_state_from_context` resolves its keys in a context and computes its state from
+    those arrays. It has a third key, `step` (for a weight schedule), which names
+    `"step"`: a context built by hand needs a `step` entry, as a training step's has.
+    """)
+    l2 = losses.L2(preds="preds.y", targets="batch.y")
+    step_context = {"step": 0, "batch": {"y": np.ones(3)}, "preds": {"y": np.array([1.0, 2.0, 4.0])}}
+    print(l2)
+    print(l2.get_state_from_context(step_context).compute())
+    with lesson.checks():
+        from kauldron import metrics
+
+        ys = step_context["preds"]["y"], step_context["batch"]["y"]
+        lesson.check_equal(float(l2.get_state_from_context(step_context).compute()),
+                           float(l2.get_state(preds=ys[0], targets=ys[1]).compute()),
+                           "L2's state from the context = L2's state from preds.y and batch.y, passed directly")
+        norm = metrics.Norm(tensor="preds.y")
+        lesson.check_equal(float(norm.get_state_from_context(step_context).compute()),
+                           float(norm.get_state(tensor=ys[0]).compute()),
+                           "a metric, kd.metrics.Norm(tensor='preds.y'): its state from the context = from preds.y")
+        error = lesson.check_raises(KeyError, lambda: l2.get_state_from_context({"batch": {"y": ys[1]}, "preds": {"y": ys[0]}}),
+                                    "L2 on a context without a step entry")
+        lesson.check("Couldn't resolve path for 'step'" in str(error), "the error names the key step")
+
+    lesson.md("""
     ## A wrong key says what it could have meant
 
     A typo in a key goes unnoticed until kontext resolves the keys. Then it fails with the
-    field, the path it could not resolve, and the existing paths closest to it.
+    field, the path it could not resolve, and the existing paths closest to it. A loss
+    with a wrong key fails with this very error.
     """)
     typo = MeanGap(preds="preds.logit", targets="batch.label")
     try:
@@ -121,8 +154,14 @@ def key_paths_wire_the_parts(lesson: Lesson):
         error = lesson.check_raises(KeyError, lambda: kontext.resolve_from_keyed_obj(context, typo),
                                     "resolving MeanGap(preds='preds.logit')")
         lesson.check("Couldn't resolve path for 'preds'" in str(error) and "'preds.logit'" in str(error)
-                     and "'preds.logits'" in str(error),
-                     "the error names the field preds and the path 'preds.logit', and suggests 'preds.logits'")
+                     and "'preds.logits'" in str(error) and "'batch.image'" not in str(error),
+                     "the error names the field preds and the path 'preds.logit', suggests 'preds.logits', not the"
+                     " distant 'batch.image'")
+        l2_typo = losses.L2(preds="preds.yy", targets="batch.y")
+        errors = [lesson.check_raises(KeyError, call, what) for call, what in
+                  ((lambda: l2_typo.get_state_from_context(step_context), "L2(preds='preds.yy') on step_context"),
+                   (lambda: kontext.resolve_from_keyed_obj(step_context, l2_typo), "resolve_from_keyed_obj on it"))]
+        lesson.check_equal(str(errors[0]), str(errors[1]), "L2's error for a wrong key: resolve_from_keyed_obj's very message")
         lesson.fact("missing_path_error", str(error.args[0]))
         lesson.summary = ("4 paths resolved (an attribute among them); MeanGap rewired by a string;"
                           " a typo's error suggests the path")
