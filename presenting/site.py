@@ -18,6 +18,7 @@ import datetime
 import hashlib
 import os
 import pathlib
+import re
 import site
 import sysconfig
 import tempfile
@@ -172,6 +173,11 @@ def folded(text: str, language: str, summary: str) -> str:
     return f'<details markdown="1">\n<summary>{summary}</summary>\n\n```{language}\n{text}\n```\n\n</details>'
 
 
+def inline_code(text: str) -> str:
+    """Markdown's `code` as HTML, for where Markdown is not read (a fold's summary)."""
+    return re.sub(r"`([^`]+)`", r"<code>\1</code>", text)
+
+
 def reference_name(url: str) -> str:
     """How the index names a page of Kauldron's docs: `eval: training`, `GitHub: main.py`."""
     if "github.com" in url:
@@ -186,6 +192,7 @@ def _environment() -> jinja2.Environment:
     env.filters["block"] = block
     env.filters["folded"] = folded
     env.filters["reference_name"] = reference_name
+    env.filters["inline_code"] = inline_code
     return env
 
 

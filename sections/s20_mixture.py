@@ -168,7 +168,7 @@ def mixture_and_augmentation(lesson: Lesson, workdir):
     print("changed:", sum(not np.array_equal(a, b) for a, b in zip(augmented["image"], plain["image"])), "of 64")
     print({name: all(np.array_equal(a["image"], b["image"]) for a, b in zip(batches, seen[:4]))
            for name, (_, batches) in runs.items()})
-    fig, axes = plt.subplots(2, 12, figsize=(11, 2.6), layout="constrained")
+    fig, axes = plt.subplots(2, 12, figsize=(11, 3.2), layout="constrained")
     for row, batch in zip(axes, (plain, augmented)):
         for ax, image, label, shifted in zip(row, batch["image"], batch["label"], batch["shifted"]):
             ax.imshow(image[..., 0], cmap="gray_r")
