@@ -79,7 +79,7 @@ class Lesson:
         raise LessonFailed("lesson.md() is read from the source, not called: is the lesson run by harness.teaching?")
 
     def shell(self, command: str, *, background: bool = False, needed_by: str | None = None,
-              shows: str | None = None, check: bool = True, timeout: float = 900):
+              shows: str | None = None, check: bool = True, timeout: float | None = None):
         """Runs a command as the reader would type it in a shell at the repository root
         (`$WORKDIR` is the lesson's workdir), and returns what it did (`returncode`,
         `output`, `seconds`). `background`: the lesson goes on meanwhile, and the runner
@@ -87,7 +87,10 @@ class Lesson:
         step, the first that needs its result), before that step starts. `shows`: a
         regular expression; the page shows only the lines of its output that match
         (absl's prefix dropped), else all of them. `check`: a non-zero exit fails the
-        lesson, in one line."""
+        lesson, in one line. Bounds: its processes may all print nothing for
+        processes.QUIET_SECONDS, and it may run `timeout` seconds (None: as long as the
+        section's own bound allows); past one, they are stopped and the lesson fails in
+        one line that says which and for how long."""
         if self._run_shell is None:
             raise LessonFailed("lesson.shell() needs a runner (harness.teaching) to run its command")
         return self._run_shell(inspect.cleandoc(command), background=background, needed_by=needed_by, shows=shows,

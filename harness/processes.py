@@ -188,17 +188,34 @@ def parse_shell(command: str, env: dict[str, str]) -> list[ShellLine | None] | N
     return lines
 
 
+# How long a command's running processes may all print nothing before it counts as stuck
+# (a deadlocked job waits on a futex, using no CPU, and never exits: issue 41). Measured on a
+# cold cache, the longest a healthy command here goes silent is 14 s (section 15's eval job,
+# waiting between checkpoints); the bound gives it 4x that, for a slow or loaded machine
+# (one core held by another program made runs 1.6x as long).
+QUIET_SECONDS = 60
+
+
 class Shell:
     """A lesson's shell command, running: started by `__init__`, waited for by `wait`.
     Each process it starts writes to a log of its own: two processes failing at once into
     one file mix their lines mid-line, as on a terminal, and the line that says why would
-    be lost. `output` is the logs one after another, in the order the processes started."""
+    be lost. `output` is the logs one after another, in the order the processes started.
 
-    def __init__(self, command: str, workdir: pathlib.Path, timeout: float = 900):
+    Its bounds: `quiet`, the seconds its running processes may all print nothing, and
+    `timeout`, the seconds it may run in all (None: only the section's own bound, which
+    runner/durations.py derives). Past one, `wait` (or `check_progress`, for a lesson
+    that polls the processes meanwhile) stops them all and fails in one line that says
+    what made no progress, for how long, and the last line printed."""
+
+    def __init__(self, command: str, workdir: pathlib.Path, timeout: float | None = None,
+                 quiet: float | None = None):
         self.command, self.timeout = command, timeout
+        self.quiet = QUIET_SECONDS if quiet is None else quiet
         self.returncode: int | None = None
         self.output = ""
         self.started = time.monotonic()
+        self._last_start = time.time()  # output's clock (a log's mtime): silence counts from here at least
         self.seconds = 0.0
         self._logs: dict[int, pathlib.Path] = {}  # a process's pid -> its log, in the order they started
         self._env = shell_environment(workdir)
@@ -265,10 +282,29 @@ class Shell:
                 return False
             time.sleep(0.05)
 
+    def check_progress(self) -> None:
+        """Raises ProcessFailed, in one line, once the command is past one of its bounds."""
+        running = [proc for proc in self._processes() if proc.poll() is None]
+        if not running:
+            return
+        logs = {log.stat().st_mtime: log for log in self._logs.values() if log.exists()}
+        silent = time.time() - max([self._last_start, *logs])
+        past_timeout = self.timeout is not None and time.monotonic() - self.started > self.timeout
+        if silent <= self.quiet and not past_timeout:
+            return
+        said = last_line(logs[max(logs)].read_text(errors="replace")) if logs else "(no output)"
+        if silent > self.quiet:
+            who = f"its {len(running)} running processes" if len(running) > 1 else "its process"
+            raise ProcessFailed(f"`{self.first_line}`: {who} printed nothing for {self.quiet:g} s, after"
+                                f" \"{said}\": stopped")
+        raise ProcessFailed(f"`{self.first_line}` did not finish in {self.timeout:g} s, its last line"
+                            f" \"{said}\": stopped")
+
     def wait(self) -> "Shell":
         """Runs the command to its end, and what it left in the background. A process that
-        fails stops the others at once; the return code is the first failure's, else 0."""
-        deadline = self.started + self.timeout
+        fails stops the others at once; the return code is the first failure's, else 0.
+        Past a bound, it stops them all and raises ProcessFailed."""
+        looked = 0.0
         try:
             while self._processes() or self._next < len(self._lines):
                 codes = [proc.poll() for proc in self._processes()]  # each polled: no failure goes unnoticed
@@ -287,8 +323,9 @@ class Shell:
                     self._background = []
                     self._next += 1
                 else:
-                    if time.monotonic() > deadline:
-                        raise ProcessFailed(f"`{self.first_line}` did not finish in {self.timeout:g} s: stopped")
+                    if time.monotonic() - looked > 0.5:  # a few stat() calls
+                        self.check_progress()
+                        looked = time.monotonic()
                     time.sleep(0.05)
                     continue
                 self._advance()
@@ -309,6 +346,7 @@ class Shell:
             log.unlink(missing_ok=True)
             raise
         self._logs[proc.pid] = log
+        self._last_start = time.time()
         return proc
 
     def _collect_output(self) -> None:
@@ -490,6 +528,11 @@ def used_here(address: str | None):
                 os.environ[ADDRESS_ENV] = before
 
 
+# How long a lesson waits for the warm-start server to fork its child: the forkserver's
+# imports take about 5 s (measured, byte-compiled installs): a bound for a machine far slower.
+FORK_SECONDS = 300
+
+
 class WarmChild:
     """A child forked by the server: the part of `subprocess.Popen` lessons use (`pid`,
     `poll`, `wait`, `kill`, `returncode`). The server writes the child's pid on the
@@ -506,7 +549,10 @@ class WarmChild:
         request = {"command": command, "cwd": str(cwd), "env": env, "output": str(output),
                    "pgid": os.getpgrp() if pgid is None else pgid, "niceness": niceness()}
         self._connection.sendall(json.dumps(request).encode() + b"\n")
-        pid = self._line(timeout=None)  # waits while the forkserver still imports
+        pid = self._line(timeout=FORK_SECONDS)  # waits while the forkserver still imports
+        if pid is None:
+            self._connection.close()
+            raise ProcessFailed(f"the warm-start server did not start `{' '.join(command[2:4])}` in {FORK_SECONDS} s")
         if not pid:  # the server is gone: the caller starts the command as usual
             self._connection.close()
             raise ConnectionError("the warm-start server is gone")

@@ -27,7 +27,7 @@ import time
 import traceback
 from typing import Any
 
-from harness import processes, program as lesson_format, runtime
+from harness import bounds, processes, program as lesson_format, runtime
 from harness.lesson import CheckFailed, Lesson, LessonFailed, SkipSection
 from harness.registry import SectionInfo, section_file
 from harness.results import SectionResult
@@ -35,15 +35,18 @@ from harness.results import SectionResult
 # How many innermost frames of an unexpected error are shown under its section.
 SHORT_TRACEBACK_FRAMES = 3
 # Test hook: the section with this slug raises instead of teaching; with "<slug>:crash" it
-# kills its own process, with "<slug>:hang" it waits for Ctrl-C (tests/test_reliability.py).
+# kills its own process, with "<slug>:hang" it waits for Ctrl-C, with "<slug>:stuck" its main
+# thread waits where no signal reaches it, as in a deadlock inside compiled code
+# (tests/test_reliability.py).
 FAIL_SECTION_ENV = "KAULDRON_TUTORIAL_FAIL_SECTION"
 INDENT = "    "
 
 
-def run(info: SectionInfo, workdir: pathlib.Path) -> SectionResult:
+def run(info: SectionInfo, workdir: pathlib.Path, bound: float | None = None) -> SectionResult:
     """Imports the section's module, prints its introduction, runs its program in
     `workdir`, and records the outcome: each block's output (shown as it comes, too), the
     checks, and its figure, if its code drew one. A failure names the step it happened in.
+    Past `bound` seconds (harness/bounds.py), it fails, and what it started is stopped.
 
     KeyboardInterrupt is not caught: the driver handles it for the whole run."""
     start = time.perf_counter()
@@ -53,18 +56,19 @@ def run(info: SectionInfo, workdir: pathlib.Path) -> SectionResult:
     restore_temporary_files = runtime.send_temporary_files_to(workdir.parent / ".tmp" / workdir.name)
     environment, directory = dict(os.environ), os.getcwd()
     try:
-        _start_fresh(workdir)
-        source = lesson_format.read(section_file(info))
-        module = importlib.import_module(info.module)
-        print(textwrap.indent(source.intro, "  "))
-        os.environ["WORKDIR"] = str(workdir)
-        os.chdir(lesson_format.ROOT)
-        with contextlib.redirect_stdout(_BlockOutput(sys.stdout, teacher)), teacher.lesson.cleanup:
-            _injected_failure(info.slug)
-            teacher.teach(source, module)
+        with bounds.bounded(bound, stuck_file(workdir), teacher.kill_processes):
+            _start_fresh(workdir)
+            source = lesson_format.read(section_file(info))
+            module = importlib.import_module(info.module)
+            print(textwrap.indent(source.intro, "  "))
+            os.environ["WORKDIR"] = str(workdir)
+            os.chdir(lesson_format.ROOT)
+            with contextlib.redirect_stdout(_BlockOutput(sys.stdout, teacher)), teacher.lesson.cleanup:
+                _injected_failure(info.slug)
+                teacher.teach(source, module)
     except SkipSection as e:
         status, teacher.lesson.summary = "skipped", str(e)
-    except Exception as e:  # noqa: BLE001 - one section's failure never stops the run
+    except (Exception, bounds.SectionTimedOut) as e:  # noqa: BLE001 - one section's failure never stops the run
         status, error = "failed", _error(e)
         error["step"] = teacher.lesson.heading
         where = f'in step "{teacher.lesson.heading}": ' if teacher.lesson.heading else ""
@@ -80,6 +84,12 @@ def run(info: SectionInfo, workdir: pathlib.Path) -> SectionResult:
     return SectionResult(info.number, info.slug, info.title, status, seconds, lesson.summary, lesson.facts,
                          lesson.checks_made, error, [], teacher.steps, lesson.skipped_checks, lesson.figure,
                          lesson.figure_step)
+
+
+def stuck_file(workdir: pathlib.Path) -> pathlib.Path:
+    """Where a section's process, stuck past its bound, says why before it ends itself:
+    beside the section's workdir (`03-kontext.stuck`), for the runner to read."""
+    return workdir.with_name(workdir.name + ".stuck")
 
 
 def _start_fresh(workdir: pathlib.Path) -> None:
@@ -101,6 +111,7 @@ class _Teacher:
         self.steps: list[dict[str, Any]] = []
         self.block: dict[str, Any] | None = None  # the record of the block running
         self.background: list[_Background] = []
+        self.shells: list[processes.Shell] = []  # every command started, to stop if the section is stuck
 
     def teach(self, source: lesson_format.Program, module) -> None:
         namespace = dict(vars(module), lesson=self.lesson, workdir=self.workdir)
@@ -146,7 +157,7 @@ class _Teacher:
             self.lesson.figure = (next(title for title in titles if title), drawn.getvalue())
             self.lesson.figure_step = step
 
-    def shell(self, command: str, *, background: bool, shows: str | None, check: bool, timeout: float,
+    def shell(self, command: str, *, background: bool, shows: str | None, check: bool, timeout: float | None,
               needed_by: str | None = None):
         """Runs a shell block's command (Lesson.shell); waits for it unless `background`."""
         record = self.block
@@ -155,6 +166,7 @@ class _Teacher:
         with processes.ctrl_c_held():
             running = processes.Shell(command, self.workdir, timeout)
             self.lesson.cleanup.callback(running.kill)
+            self.shells.append(running)
         if background:
             self.background.append(_Background(running, record, shows, check, needed_by, self.lesson.step))
             goes_on = f'until the step "{needed_by}"' if needed_by else "while the step goes on"
@@ -188,6 +200,14 @@ class _Teacher:
         for entry in [entry for entry in self.background if due(entry)]:
             self.background.remove(entry)
             self._finish_started(entry)
+
+    def kill_processes(self) -> None:
+        """Kills what the section's commands started, from any thread: no waiting, no
+        Python the main thread must run (it may be stuck)."""
+        for running in self.shells:
+            for pid in running.pids:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
 
     def record_output(self, text: str) -> None:
         """What the lesson's code printed, kept with the block that printed it."""
@@ -245,6 +265,12 @@ def _injected_failure(slug: str) -> None:
         print("hanging until interrupted", flush=True)
         while True:
             time.sleep(0.1)
+    if how == "stuck":  # sigsuspend with every signal blocked: only SIGKILL ends it
+        import ctypes
+
+        libc, mask = ctypes.CDLL(None), ctypes.create_string_buffer(128)  # a sigset_t
+        libc.sigfillset(mask)
+        libc.sigsuspend(mask)
     raise RuntimeError(f"failure injected by {FAIL_SECTION_ENV}")
 
 
@@ -263,7 +289,7 @@ def _error(e: BaseException) -> dict[str, Any]:
     return {
         "type": type(e).__name__,
         "message": one_line(str(e)),
-        "expected": isinstance(e, LessonFailed),
+        "expected": isinstance(e, (LessonFailed, bounds.SectionTimedOut)),
         "short_traceback": short,
         "traceback": "".join(traceback.format_exception(type(e), e, e.__traceback__)),
     }

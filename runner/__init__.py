@@ -21,7 +21,7 @@ import signal
 import sys
 from typing import Callable
 
-from harness import processes, registry, runtime, teaching
+from harness import bounds, processes, registry, runtime, teaching
 from harness.results import SectionResult
 from harness import environment
 from runner import durations
@@ -38,6 +38,7 @@ class Runner:
         self.jobs, self.workdir, self.cache, self.no_compat = jobs, workdir, cache, no_compat
         self.banner = banner
         self.warm_start: str | None = None  # the address of the server that forks lessons' children
+        self.seconds = durations.load(cache)  # each section's, when it last passed: its bound
 
     def section_dir(self, info: registry.SectionInfo) -> pathlib.Path:
         return self.workdir / registry.file_stem(info.number, info.slug)
@@ -63,9 +64,16 @@ class Runner:
                 else:
                     # The workers report the environment with their results: this process
                     # need not import jax, nor apply the fixes, only print.
-                    left = self._in_pool(self.jobs, start_order(chosen, durations.load(self.cache)), chosen,
+                    left = self._in_pool(self.jobs, start_order(chosen, self.seconds), chosen,
                                          show_environment, show_result, results, running)
                     for info in left:
+                        stuck = bounds.stuck_reason(teaching.stuck_file(self.section_dir(info)))
+                        if stuck:  # it ended its worker, and would again
+                            result = SectionResult.crashed(info, "SectionTimedOut", stuck)
+                            print(self.banner(info))
+                            show_result(result)
+                            results.append(result)
+                            continue
                         self._in_pool(1, [info], [info], show_environment, show_result, results, running, alone=True)
         except KeyboardInterrupt:
             return self.with_the_rest(chosen, results, running), True
@@ -76,7 +84,7 @@ class Runner:
         for info in chosen:
             running.add(info.slug)
             print(self.banner(info))
-            result = teaching.run(info, self.section_dir(info))
+            result = teaching.run(info, self.section_dir(info), durations.bound(info.slug, self.seconds))
             if CtrlC.pressed:  # the interrupt was swallowed inside the section: don't trust it
                 raise KeyboardInterrupt
             running.discard(info.slug)
@@ -104,7 +112,7 @@ class Runner:
             with processes.ctrl_c_held():
                 for info in start_order:
                     futures[info.slug] = pool.submit(run_captured, info, self.section_dir(info), self.no_compat,
-                                                     info is not head)
+                                                     info is not head, durations.bound(info.slug, self.seconds))
             for index, info in enumerate(print_order):
                 while not futures[info.slug].done():  # the status line, every second, on a terminal
                     # The pool hands the next in line over early: as many as there are workers.
@@ -116,7 +124,9 @@ class Runner:
                 except concurrent.futures.process.BrokenProcessPool as e:
                     if not alone:
                         return print_order[index:]
-                    result, printed, found = worker_died(info, e), "", None
+                    stuck = bounds.stuck_reason(teaching.stuck_file(self.section_dir(info)))
+                    result = SectionResult.crashed(info, "SectionTimedOut", stuck) if stuck else worker_died(info, e)
+                    printed, found = "", None
                 show_environment(found)
                 print(self.banner(info))
                 print(printed, end="")
@@ -192,7 +202,8 @@ def start_worker(no_compat: bool, cache: pathlib.Path | None, workdir: pathlib.P
         compat.install_all()
 
 
-def run_captured(info: registry.SectionInfo, workdir: pathlib.Path, no_compat: bool, low_priority: bool = False) -> tuple:
+def run_captured(info: registry.SectionInfo, workdir: pathlib.Path, no_compat: bool, low_priority: bool = False,
+                 bound: float | None = None) -> tuple:
     """One section in a worker: its result, what it printed (for the driver to print in
     order), and the worker's devices and compat decisions (for the driver's header: it
     need not start jax itself). `low_priority`: the worker, and the processes the section
@@ -201,7 +212,7 @@ def run_captured(info: registry.SectionInfo, workdir: pathlib.Path, no_compat: b
         processes.lower_priority()
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
-        result = teaching.run(info, workdir)
+        result = teaching.run(info, workdir, bound)
     found = environment.here(no_compat)
     # Last registered, first run: when the pool ends the worker, it leaves at once instead
     # of tearing down jax and TensorFlow (1.8 s measured, with nothing left to do).

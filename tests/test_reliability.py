@@ -18,7 +18,7 @@ import psutil
 import pytest
 from conftest import ROOT, processes_with, readme_command, sections_printed
 
-from harness import processes, registry, teaching
+from harness import bounds, processes, registry, teaching
 from harness.results import SectionResult
 from runner import at_normal_priority, durations, start_order
 
@@ -259,7 +259,7 @@ def test_ctrl_c_prints_the_summary_writes_partial_json_and_exits_130(tmp_path):
 
 
 def test_ctrl_c_stops_the_run_even_when_library_code_swallows_it(monkeypatch, tmp_path, capsys, tutorial_main):
-    def run_a_section_that_swallows_ctrl_c(info, workdir):
+    def run_a_section_that_swallows_ctrl_c(info, workdir, bound=None):
         try:
             signal.raise_signal(signal.SIGINT)  # the user presses Ctrl-C ...
         except KeyboardInterrupt:
@@ -286,7 +286,7 @@ def test_ctrl_c_during_garbage_collection_stops_the_run_without_a_traceback(monk
         if phase == "start":
             signal.raise_signal(signal.SIGINT)
 
-    def run_a_section_that_collects_garbage(info, workdir):
+    def run_a_section_that_collects_garbage(info, workdir, bound=None):
         gc.callbacks.append(press_ctrl_c_in_gc)
         try:
             gc.collect()
@@ -367,3 +367,80 @@ def test_an_old_python_is_told_which_python_is_needed():
                           capture_output=True, text=True, timeout=60)
     assert (proc.returncode, proc.stdout) == (2, "")
     assert proc.stderr.count("\n") == 1 and "needs Python >= 3.11" in proc.stderr
+
+
+# --- A hang is a failure: every wait has a bound -------------------------------------------
+
+class StuckProcess:
+    """A process that prints one line and then nothing, and never exits, as a deadlocked job
+    does: what `processes.start` returns, without starting anything."""
+
+    def __init__(self, output: pathlib.Path):
+        output.write_text("I1206 21:00:00.000000 140 train_loop.py:42] [0] collection=train losses/logcosh=1.5\n")
+        self.pid, self.returncode, self.killed = 2**22 + 7, None, False  # beyond Linux's largest pid
+
+    def poll(self):
+        return self.returncode
+
+    def wait(self, timeout=None):
+        return self.returncode
+
+    def kill(self):
+        self.killed, self.returncode = True, -signal.SIGKILL
+
+
+def test_a_command_that_stops_printing_fails_its_lesson_in_one_line_within_its_bound_and_is_stopped(monkeypatch, tmp_path):
+    started = []
+    monkeypatch.setattr(processes, "start", lambda command, env, output, **_: started.append(StuckProcess(output)) or started[-1])
+    monkeypatch.setattr(processes, "QUIET_SECONDS", 0.5)
+    info = registry.SectionInfo(99, "stuck-command", "A command that gets stuck", shows="", part="glue", trains=False,
+                                module="tests.lessons.stuck_command")
+    began = time.monotonic()
+    result = teaching.run(info, tmp_path / "99-stuck-command", bound=10)  # should the command's bound fail
+    assert time.monotonic() - began < 8
+    assert result.status == "failed" and result.error["expected"]
+    assert result.summary == ('in step "A job that stops moving": LessonFailed: `python -m stuck_job`: its process printed nothing'
+                              ' for 0.5 s, after "[0] collection=train losses/logcosh=1.5": stopped')
+    assert [process.killed for process in started] == [True]  # nothing left behind
+    assert "not reached" not in json.dumps(result.steps)
+
+
+def test_a_section_past_its_bound_fails_in_one_line_naming_its_step(monkeypatch, tmp_path):
+    info = registry.SectionInfo(3, "kontext", "", shows="", part="glue", trains=False, module="sections.s03_kontext")
+    monkeypatch.setenv(teaching.FAIL_SECTION_ENV, "kontext:hang")  # sleeps in Python until stopped
+    began = time.monotonic()
+    result = teaching.run(info, tmp_path / "03-kontext", bound=0.5)
+    assert time.monotonic() - began < 3
+    assert (result.status, result.summary) == ("failed", "SectionTimedOut: did not finish in 0.5 s (its bound): stopped")
+    assert result.error["type"] == "SectionTimedOut" and not teaching.stuck_file(tmp_path / "03-kontext").exists()
+
+
+def test_a_section_s_bound_is_five_times_its_last_passing_run_and_at_least_two_minutes(monkeypatch):
+    monkeypatch.delenv(durations.BOUND_ENV, raising=False)
+    seconds = {"evals": 30.0, "kontext": 0.1}
+    assert [durations.bound(slug, seconds) for slug in ("evals", "kontext", "never-run")] == [150.0, 120.0, 600.0]
+
+
+@pytest.mark.slow
+def test_a_real_command_that_stops_printing_is_killed_within_its_bound_leaving_no_process(tmp_path):
+    began = time.monotonic()
+    stuck = processes.Shell("python -c \"import time; print('step 0', flush=True); time.sleep(600)\"", tmp_path, quiet=2)
+    pids = stuck.pids
+    with pytest.raises(processes.ProcessFailed) as failed, bounds.bounded(30, tmp_path / "x.stuck", stuck.kill):
+        stuck.wait()  # should its own bound fail, the test's stops it
+    assert time.monotonic() - began < 20
+    assert str(failed.value).endswith('its process printed nothing for 2 s, after "step 0": stopped')
+    assert not [pid for pid in pids if psutil.pid_exists(pid)]
+
+
+@pytest.mark.slow
+def test_a_section_stuck_in_compiled_code_past_its_bound_fails_alone_and_the_run_goes_on(tutorial):
+    """Its main thread waits where no signal reaches it, as in a deadlock inside jax: its
+    worker ends itself, and the runner says why (one that sleeps in Python: the fast tier)."""
+    env = dict(os.environ, **{teaching.FAIL_SECTION_ENV: "kontext:stuck", durations.BOUND_ENV: "kontext=3"})
+    run = tutorial("konfig", "kontext", "loss-metric", "--jobs", "2", env=env)
+    assert run.returncode == 1
+    assert run.statuses() == {"konfig": "passed", "kontext": "failed", "loss-metric": "passed"}
+    summary = run.section("kontext")["summary"]
+    assert summary.startswith("SectionTimedOut: did not finish in 3 s (its bound), and its main thread ran no Python"
+                              " for 3 s more (stuck in compiled code)")
