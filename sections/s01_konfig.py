@@ -44,7 +44,9 @@ def config_is_a_call_tree(lesson: Lesson):
     ## A call is recorded, not made
 
     Calling `optax.adam(...)` on the stand-in records the call as a `ConfigDict`: its
-    `__qualname__` names the function, and the arguments are its fields.
+    `__qualname__` names the function, and the arguments are its fields. An attribute of
+    a stand-in is a stand-in, and recorded calls nest (`f(g())`, below), but arithmetic
+    does not record: with `numpy` imported in the block, `np.pi * 2` raises `TypeError`.
     """)
     cfg = optax_cfg.adam(learning_rate=0.003)
     print(cfg)
@@ -54,6 +56,12 @@ def config_is_a_call_tree(lesson: Lesson):
         lesson.check_equal(cfg.__qualname__, "optax:adam", "the recorded call's __qualname__")
         lesson.check_equal(dict(cfg), {"__qualname__": "optax:adam", "learning_rate": 0.003},
                            "the ConfigDict's fields: the function, and the keyword argument as a field")
+        lesson.check(type(optax_cfg.adam) is type(optax_cfg) and type(optax_cfg.schedules.join_schedules) is type(optax_cfg),
+                     "optax_cfg.adam and optax_cfg.schedules.join_schedules are stand-ins, of the module's stand-in's type")
+        with konfig.imports():
+            import numpy as np_cfg
+
+        lesson.check_raises(TypeError, lambda: np_cfg.pi * 2, "np.pi * 2 with numpy imported inside konfig.imports()")
         lesson.fact("qualname", cfg.__qualname__)
 
     lesson.md("""

@@ -107,7 +107,10 @@ def references_follow_edits(lesson: Lesson, workdir):
 
     `warmup_steps` can follow the run length too, through a reference computed with:
     `cfg.ref.num_train_steps // 10` is a tenth of whatever the run length is when the
-    config is read.
+    config is read. Operators make references; built-ins that need a value refuse them:
+    `int(cfg.ref.num_train_steps)` raises `TypeError`, and
+    `max(cfg.ref.num_train_steps, 5)` raises `NotImplementedError`, as a reference
+    "cannot be used for control flow".
     """)
     cfg.schedules["lr"].warmup_steps = cfg.ref.num_train_steps // 10
     print(cfg.schedules["lr"].warmup_steps)
@@ -119,6 +122,10 @@ def references_follow_edits(lesson: Lesson, workdir):
         cfg.num_train_steps = 1000
         lesson.check_equal(cfg.schedules["lr"].warmup_steps, 100, "warmup_steps, read back with num_train_steps=1000")
         cfg.num_train_steps = 200
+        lesson.check_raises(TypeError, lambda: int(cfg.ref.num_train_steps), "int(cfg.ref.num_train_steps)")
+        refused = lesson.check_raises(NotImplementedError, lambda: max(cfg.ref.num_train_steps, 5),
+                                      "max(cfg.ref.num_train_steps, 5)")
+        lesson.check("cannot be used for control flow" in str(refused), "its message: a reference cannot be used for control flow")
 
     lesson.md("""
     ## The Trainer logs every schedule, and uses the one referred to

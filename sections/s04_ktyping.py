@@ -95,8 +95,9 @@ def named_axes_are_checked(lesson: Lesson):
     `Inputs:` on). The two do not mix, and which way round matters. By default
     (`kt.CONFIG`), a `@kt.typechecked` function annotated with `kd.typing` types raises
     `RuntimeError` when called. The other way round is silent: `@kd.typing.typechecked`
-    checks each `kt` annotation alone (dtype and rank) and ties no names across them, so
-    `transpose_by_mistake`'s body under it returns the `(3, 2)` transpose with no error.
+    checks each `kt` annotation alone (dtype and shape; a name is tied only within one
+    annotation, when called outside any `@kt.typechecked` function), so `transpose_by_mistake`'s body under it returns the `(3, 2)` transpose
+    with no error.
     """)
     try:
         legacy_project(jnp.zeros((2, 16, 8)), jnp.zeros((5, 32)))
@@ -141,8 +142,26 @@ def named_axes_are_checked(lesson: Lesson):
                            "@kd.typing.typechecked over kt.Float['b c'] -> kt.Float['b c'] returning x.T: no error, shape")
         lesson.check_raises(kd_typing.TypeCheckError, lambda: legacy_transpose(jnp.zeros((2, 3, 4))),
                             "that function given a rank-3 array (the rank is checked)")
+
+        @kd_typing.typechecked
+        def legacy_square(x: kt.Float["b b"], y: kt.Float["c 3"]):
+            return x
+
+        lesson.check_equal([shape_or_error(lambda: legacy_square(jnp.zeros(x), jnp.zeros(y)))
+                            for x, y in [((2, 2), (5, 3)), ((2, 3), (5, 3)), ((2, 2), (5, 4))]],
+                           [(2, 2), "TypeCheckError", "TypeCheckError"],
+                           "@kd.typing.typechecked over x: kt.Float['b b'], y: kt.Float['c 3'], given (2, 2) and (5, 3);"
+                           " x (2, 3); y (5, 4): the shape is checked, b within x")
         lesson.check_raises(kd_typing.TypeCheckError, lambda: legacy_transpose(jnp.zeros((2, 3), jnp.int32)),
                             "that function given an int32 array (the dtype is checked)")
+
+        @kt.typechecked
+        def caller(x: kt.Float["b c"]):
+            return legacy_square(jnp.zeros((5, 5)), jnp.zeros((5, 3)))
+
+        lesson.check_raises(kd_typing.TypeCheckError, lambda: caller(jnp.zeros((2, 3))),
+                            "legacy_square given (5, 5) and (5, 3), called from a @kt.typechecked function that bound"
+                            " b=2 and c=3 (its names bind there)")
 
     lesson.md("""
     ## Going further: `kd.typing` needs TensorFlow; ktyping does not
