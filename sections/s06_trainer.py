@@ -87,7 +87,9 @@ def trainer_end_to_end(lesson: Lesson, workdir):
     `train()` runs the loop. It is more than a loop: it restores the latest checkpoint and
     saves new ones (section 9), runs the evaluators (sections 9 and 15), and writes the
     config and every logged metric to the workdir. It runs steps 0 to `num_train_steps`
-    inclusive: `num_train_steps + 1` updates. At each step it evaluates and saves
+    inclusive: `num_train_steps + 1` updates. The `aux` it returns is the last step's,
+    and holds losses and metrics only if that step logs them (step 50 does: this config
+    logs every `log_metrics_every=10` steps). At each step it evaluates and saves
     *before* the update: the last checkpoint, `ckpt_50`, holds the state after 50
     updates, and the state `train()` returns, after 51, is saved nowhere. Keep it
     yourself if you need it: a run resumed from `ckpt_50` redoes update 50, and this
@@ -142,6 +144,14 @@ def trainer_end_to_end(lesson: Lesson, workdir):
                      "the logged training loss fell at least 10x from step 0 to step 50")
         lesson.check({"config.json", "element_spec.json", "train"} <= {p.name for p in workdir.iterdir()},
                      "train() wrote config.json, element_spec.json and the train/ metrics to the workdir")
+        lesson.check(set(aux.metric_states) == {"within_tol", "enc_norm"}
+                     and abs(float(aux.loss_states["logcosh"].compute()) - logged[50]["losses/logcosh"]) < 1e-6,
+                     "train()'s aux is the last step's, with its metrics: its logcosh is the one logged at step 50")
+        probe = GuardProbe()  # a 1-step run (steps 0 and 1): step 1 logs nothing; the last step checks the probe
+        _, short_aux = dataclasses.replace(trainer, workdir=workdir / "guard-probe", num_train_steps=1,
+                                           checkpointer=None, writer=None, profiler=probe).train()
+        lesson.check((short_aux.loss_states, short_aux.metric_states) == (None, None),
+                     "a run whose last step (1) does not log (log_metrics_every=10): its aux holds no losses or metrics")
 
     lesson.md("""
     ## The core of `train()`, by hand
@@ -191,7 +201,10 @@ def trainer_end_to_end(lesson: Lesson, workdir):
                      "51 steps by hand from init_state() reach train()'s parameters (within 1e-5)")
         lesson.check(all(p.is_deleted() for p in jax.tree.leaves(state_by_hand.params)),
                      "the step deleted the state it was given (donated)")
-        lesson.check(not batch["x"].is_deleted(), "the step did not donate the batch: it is still there")
+        args, _ = type(trainer.trainstep).step.lower(trainer.trainstep, final_by_hand, batch).args_info
+        lesson.check_equal([{leaf.donated for leaf in jax.tree.leaves(arg)} for arg in args], [{True}, {False}],
+                           "which of the step's arguments it donates, leaf by leaf: the state's all, the batch's none",
+                           internal="reads the jit declaration of TrainStep.step (jax's lowering of it)")
         lesson.check_close(values["enc_norm"], enc_norm_by_hand(params_at_50, batch["x"]),
                            "enc_norm at step 50 = the mean row norm of enc's output, by Flax", rel=1e-5)
 
@@ -220,9 +233,7 @@ def trainer_end_to_end(lesson: Lesson, workdir):
         lesson.check(all(isinstance(x, np.ndarray) for x in next(iter(trainer.train_ds)).values()),
                      "the pipeline (InMemoryPipeline) yields numpy arrays")
         lesson.check(int(guarded.step) == 1, "under the guard, a step given a placed batch ran")
-        probe = GuardProbe()
-        dataclasses.replace(trainer, workdir=workdir / "guard-probe", num_train_steps=1, checkpointer=None,
-                            writer=None, profiler=probe).train()
+        # probe: the 1-step run of the "Train it" step's checks, which a GuardProbe watched
         lesson.check(probe.refused == [True, True] and implicit_transfer_refused() is False,
                      "train() runs its steps under the guard: a profiler hook (called after each step) finds an"
                      " implicit host-to-device copy refused at both steps of a 1-step run, and allowed outside")

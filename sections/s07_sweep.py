@@ -3,7 +3,7 @@
 An experiment's config file can also say how to vary it: besides `get_config()`, it
 defines `sweep()`, which yields one dict of overrides per run, mapping a key path to a new
 value. That is Kauldron's convention; its XManager launcher, given `--xp.sweep`, reads
-`sweep()` and starts one job per dict. This lesson runs the same loop in one process:
+`sweep()` and starts one work unit per dict. This lesson runs the same loop in one process:
 apply the overrides, resolve, train. Not a character of the model, the loss or the loop
 changes.
 """
@@ -99,11 +99,12 @@ def sweep_over_overrides(lesson: Lesson, workdir):
     ## Kauldron's launcher runs the same loop as jobs, on Google's infrastructure
 
     `kauldron.kxm`, the XManager launcher, reads `sweep()` when given `--xp.sweep=True`
-    (`--xp.sweep=a,b` combines `sweep_a()` and `sweep_b()` as a product) and starts one
-    `kauldron/main.py` job per dict, passing each override as a flag; without
-    `--xp.sweep` it starts one job, with no overrides. It needs Google's internal tools:
-    from the PyPI package it does not even import. Section 10 runs one of these jobs from
-    the command line, with the flags the launcher would pass.
+    (`--xp.sweep=a,b` combines `sweep_a()` and `sweep_b()` as a product) and, by default,
+    starts one work unit per dict: its training job, and one job per standalone
+    evaluator or job group (section 10), each a `kauldron/main.py` given every override
+    as a flag; without `--xp.sweep` it starts one work unit, with no overrides. It needs
+    Google's internal tools: from the PyPI package it does not even import. Section 10
+    runs one of these jobs from the command line, with the flags the launcher would pass.
     """)
     try:
         importlib.import_module("kauldron.kxm")
@@ -126,7 +127,19 @@ def sweep_over_overrides(lesson: Lesson, workdir):
                      and "class NoSweep(SweepInfo):" in no_sweep
                      and "def __iter__(self) -> Iterable[SweepItem]:\n    yield SweepItem({})" in no_sweep,
                      "kxm without --xp.sweep: the Experiment swaps in NoSweep(), which yields one SweepItem({}):"
-                     " one job, no overrides", internal="reads Kauldron's source")
+                     " one work unit, no overrides", internal="reads Kauldron's source")
+        orchestrator = library_text("kauldron", "xm/_src/orchestrator.py")
+        lesson.check("default_factory=orchestrator_lib.SweepOrchestrator" in experiment
+                     and "for i, sweep_item in enumerate(sweep_info):\n      xp.add(" in orchestrator
+                     and "xm_jobs = xm.JobGroup(**{\n        k: job.make_xm_job(\n"
+                         "            sweep_args=sweep_item.job_kwargs," in orchestrator
+                     and 'jobs["train"] = self.trainer_job\n    jobs.update(self.eval_jobs)' in launcher
+                     and "isinstance(run, run_strategies.Standalone)" in launcher
+                     and "job_group = run.job_group or eval_name" in launcher,
+                     "kxm's default SweepOrchestrator adds one work unit per sweep item, holding every job of the"
+                     " config (training, and one per standalone evaluator or job group), each given the item's"
+                     " overrides",
+                     internal="reads Kauldron's source")
         sweeps = library_text("kauldron", "xm/_src/sweep_cfg_utils.py")
         lesson.check("case True:\n        return [\"\"]" in sweeps
                      and 'fn_name = "sweep_" + fn_name if fn_name else "sweep"' in sweeps

@@ -36,7 +36,9 @@ def configs_hold_configs(lesson: Lesson, workdir):
     written as JSON, compared, and overridden from the command line; konfig refuses a
     half-resolved one rather than fail later. The error says what to do: name the model
     through `konfig.imports()` (as `configs/regression.py` does), or, in a notebook,
-    assign it inside `konfig.mock_modules()` (section 1). The whole message:
+    assign it inside `konfig.mock_modules()` (section 1), calling it through its module
+    (`regression.MLP(...)`), not a name imported from it, as `MLP` is here. The whole
+    message:
     """)
     cfg = kd_cfg.train.Trainer()
     try:
@@ -58,6 +60,15 @@ def configs_hold_configs(lesson: Lesson, workdir):
                            "the model's description, as JSON")
         lesson.check(konfig.resolve(cfg.model) == MLP(inputs="batch.x", hidden=8),
                      "the description resolves to the module MLP(inputs='batch.x', hidden=8)")
+        from sections.parts import regression
+
+        with konfig.mock_modules():
+            through_module = regression.MLP(inputs="batch.x", hidden=8)
+            imported_name = MLP(inputs="batch.x", hidden=8)
+        lesson.check(isinstance(through_module, konfig.ConfigDict) and through_module == cfg.model,
+                     "inside konfig.mock_modules(), regression.MLP(...) records the call: the same description")
+        lesson.check_raises(ValueError, lambda: setattr(kd_cfg.train.Trainer(), "model", imported_name),
+                            "inside konfig.mock_modules(), MLP(...) imported by name built the module: assigning it")
         lesson.fact("error", str(error).splitlines()[0])
 
     lesson.md("""
@@ -144,6 +155,10 @@ def configs_hold_configs(lesson: Lesson, workdir):
         for options in ({"shuffle": False}, {"shuffle": True, "seed": 0}):
             lesson.check_equal(kd.inspect.json_spec_like(in_memory(**options).element_spec),
                                {"x": "f32[32 16]", "y": "f32[32 1]"}, f"a standalone InMemoryPipeline with {options}: its batches")
+        in_order = next(iter(in_memory(shuffle=False)))["x"]
+        lesson.check(np.array_equal(in_order, make_loader("train")()["x"][:32])
+                     and not np.array_equal(next(iter(in_memory(shuffle=True, seed=0)))["x"], in_order),
+                     "with shuffle=True, seed=0 the first batch is not the first 32 rows, which shuffle=False gives")
 
     lesson.md("""
     ## Inside a Trainer, the Trainer's seed reaches every part
@@ -153,7 +168,10 @@ def configs_hold_configs(lesson: Lesson, workdir):
     `Evaluator` given no `ds` evaluates on the Trainer's `eval_ds`. Kauldron's docs
     ([determinism](https://kauldron.readthedocs.io/en/latest/eval.html#determinism)) say
     one global seed is "split into the various sub-components": each part gets the seed
-    itself, 3, and a seed set on a part is kept.
+    itself, 3, and a seed set on a part is kept. Set it in the config, not on the
+    resolved Trainer: where the part's seed was the placeholder,
+    `dataclasses.replace(trainer, train_ds=dataclasses.replace(trainer.train_ds, seed=100))`
+    gives a Trainer whose `train_ds.seed` is 3 again, the Trainer's.
     """)
     cfg = regression_config.get_config()
     cfg.seed, cfg.workdir = 3, str(workdir / "run")  # an evaluator needs a workdir to write to
@@ -178,6 +196,12 @@ def configs_hold_configs(lesson: Lesson, workdir):
         lesson.check(not same(trainer.init_state().params, konfig.resolve(cfg).init_state().params),
                      "with cfg.seed = 4, other initial parameters")
         cfg.seed = 3
+        import dataclasses
+
+        reseeded = dataclasses.replace(trainer, train_ds=dataclasses.replace(trainer.train_ds, seed=100))
+        lesson.check_equal((dataclasses.replace(trainer.train_ds, seed=100).seed, reseeded.train_ds.seed), (100, 3),
+                           "a resolved train_ds whose seed was the placeholder, replaced with seed=100: its seed alone,"
+                           " and once put back into the Trainer with dataclasses.replace")
         lesson.check(trainer.evals["eval"].base_cfg is trainer and trainer.rng_streams.eval_rngs(0) == {},
                      "the evaluator's root config is the Trainer, whose streams give an evaluation no RNG by default")
     cfg.train_ds.seed = 7  # set on the part: kept
@@ -186,6 +210,8 @@ def configs_hold_configs(lesson: Lesson, workdir):
     with lesson.checks():
         lesson.check_equal((trainer.train_ds.seed, trainer.eval_ds.seed, trainer.rng_streams.seed), (7, 3, 3),
                            "with cfg.train_ds.seed = 7: the seeds of train_ds, eval_ds and the random streams")
+        lesson.check_equal(dataclasses.replace(trainer, train_ds=dataclasses.replace(trainer.train_ds, seed=100))
+                           .train_ds.seed, 100, "with cfg.train_ds.seed = 7, the same replace: seed=100 is kept")
         lesson.summary = ("a built module refused, with its hints; alone, PyGrain drew random seeds and a shuffling"
                           " InMemoryPipeline failed; in a Trainer with seed=3: seed 3 everywhere, the same batches and"
                           " parameters")

@@ -64,6 +64,10 @@ def evaluate_checkpoint_resume(lesson: Lesson, workdir):
     print("the latest checkpoint's state.step:", int(saved.step))
     with lesson.checks():
         lesson.check_equal(list(first.checkpointer.all_steps), [0, 20, 40], "the checkpoint steps of a 40-step run")
+        import pathlib
+
+        written_at_0 = {name: (pathlib.Path(cfg.workdir) / name).stat().st_mtime_ns  # for the resume's check
+                        for name in ("config.json", "element_spec.json")}
         lesson.check_equal(int(state.step), 41, "the state.step of the state train() returns after 40 steps")
         given = [leaf for leaf in jax.tree.leaves(fresh) if isinstance(leaf, jax.Array)]
         lesson.check(given and all(leaf.is_deleted() for leaf in given),
@@ -112,7 +116,9 @@ def evaluate_checkpoint_resume(lesson: Lesson, workdir):
     checkpoint of step 40 and goes on from there, redoing update 40, whose result the
     first run never saved. By default a `Checkpointer` keeps the 3 latest checkpoints.
     Each Trainer (each `konfig.resolve`) writes its own event files, so the evaluation
-    at step 40 is logged twice, the second time by the resumed run.
+    at step 40 is logged twice, the second time by the resumed run. Only a run that
+    starts at step 0 writes `config.json` and `element_spec.json`: the resumed run leaves
+    them, and `config.json` still says 40 steps.
     """)
     cfg.num_train_steps = 60
     second = konfig.resolve(cfg)
@@ -138,6 +144,14 @@ def evaluate_checkpoint_resume(lesson: Lesson, workdir):
                            "the eval steps in each event file: one file per Trainer")
         lesson.check(all_evals[60]["losses/logcosh"] * 10 < all_evals[0]["losses/logcosh"],
                      "the eval loss fell at least 10x from step 0 to step 60")
+        import json
+        import pathlib
+
+        run = pathlib.Path(cfg.workdir)
+        lesson.check(json.loads((run / "config.json").read_text())["num_train_steps"] == 40
+                     and {name: (run / name).stat().st_mtime_ns for name in written_at_0} == written_at_0,
+                     "after the resumed run, config.json still says num_train_steps=40, and neither it nor"
+                     " element_spec.json was written again")
 
     lesson.md("""
     ## Does the resumed run match one never interrupted?
