@@ -41,7 +41,10 @@ def an_nnx_model(lesson: Lesson, workdir):
     input is a field too, `features`, not read from the data. NNX captures nothing by
     itself the way Linen's `interms.enc.__call__[0]` does: what a module `sow`s is what
     a metric can read, here `self.sow(nnx.Intermediate, "enc_out", h)` at
-    `interms.enc_out.value[0]`.
+    `interms.enc_out.value[0]`. Kauldron calls the module outside `nnx.capture()`, where
+    flax 0.12 (0.12.8 and 0.12.12 here) warns that `sow` is deprecated; flax 0.12.12's
+    flag `nnx_sow_capture_noop` (off by default) makes such a `sow` do nothing, leaving
+    the metric nothing to read.
     """)
     cfg = regression_config.get_config()
     cfg.workdir, cfg.num_train_steps = str(workdir / "run"), 100
@@ -53,14 +56,38 @@ def an_nnx_model(lesson: Lesson, workdir):
     print({step: (round(row["losses/logcosh"], 4), round(row["metrics/enc_norm"], 3)) for step, row in logged.items()
            if step % 50 == 0})
     with lesson.checks():
+        import warnings
+
+        import flax
+
         lesson.check(logged[100]["losses/logcosh"] * 10 <= logged[0]["losses/logcosh"],
                      "the training loss fell at least 10x over 100 steps")
-        lesson.check(all(np.isfinite(row["metrics/enc_norm"]) and row["metrics/enc_norm"] > 0 for row in logged.values()),
-                     "kd.metrics.Norm read the sown value at interms.enc_out.value[0] at every logged step")
-        captured = trainer.model.apply({"params": state.params, **state.collections}, make_data("eval")["x"],
-                                       mutable=True, capture_intermediates=True, is_training_property=False)[1]
-        lesson.check_equal(sorted(captured["intermediates"]), ["enc_out"],
-                           "what the NNX model's forward captures, asked to capture intermediates: the sown value only")
+        first_h = enc_outputs(trainer.init_state().params, next(iter(trainer.train_ds))["x"])
+        lesson.check_close(logged[0]["metrics/enc_norm"], float(np.linalg.norm(first_h, axis=-1).mean()),
+                           "kd.metrics.Norm of interms.enc_out.value[0] at step 0 = numpy's mean norm of the first"
+                           " batch's rows of x @ kernel + bias, enc's initial parameters", rel=1e-5)
+        x_eval = make_data("eval")["x"]
+        with warnings.catch_warnings(record=True) as warned:
+            warnings.simplefilter("always")
+            captured = trainer.model.apply({"params": state.params, **state.collections}, x_eval,
+                                           mutable=True, capture_intermediates=True, is_training_property=False)[1]
+        lesson.check(sorted(captured["intermediates"]) == ["enc_out"]
+                     and np.allclose(captured["intermediates"]["enc_out"].get_value()[0], enc_outputs(state.params, x_eval),
+                                     rtol=1e-5, atol=1e-6),
+                     "what the NNX model's forward captures, asked to capture intermediates: the sown value only,"
+                     " x @ kernel + bias of enc's trained parameters")
+        lesson.check(any(issubclass(w.category, DeprecationWarning) and "outside of 'nnx.capture()' is deprecated"
+                         in str(w.message) for w in warned),
+                     f"flax {flax.__version__}: KdNnxModule.apply runs the module's sow outside nnx.capture(), which"
+                     " warns a DeprecationWarning", internal="reads flax's warning message")
+        if hasattr(flax.config, "nnx_sow_capture_noop"):
+            quiet = captured_with_sow_noop(trainer.model, {"params": state.params, **state.collections}, x_eval)
+            lesson.check_equal(dict(quiet["intermediates"]), {}, f"flax {flax.__version__}, nnx_sow_capture_noop on:"
+                               " what the forward captures, asked to capture intermediates")
+            lesson.check(not flax.config.nnx_sow_capture_noop, "flax's nnx_sow_capture_noop is off by default")
+        else:
+            lesson.skip_check("flax 0.12.12's nnx_sow_capture_noop makes such a sow a no-op",
+                              f"flax {flax.__version__} has no such flag")
         narrow = trainer.model.init(trainer.rng_streams.init_rngs(), make_data("eval")["x"][:, :8])
         lesson.check_equal(narrow["params"]["enc"]["kernel"].shape, (FEATURES, 32),
                            "enc's kernel, init given rows of 8 features: its width from features, not from the rows")
@@ -71,8 +98,10 @@ def an_nnx_model(lesson: Lesson, workdir):
     `state.params` nests like Linen's, each leaf an `nnx.Param`. To rebuild the module for
     each step, Kauldron also keeps `state.collections["nnx"]`: the module's structure
     (`graphdef`), its RNG state (`rng_vars`, here the dropout layer's key and counter)
-    and its other attributes. The module in the config never gets layers; the initial
-    values come from the Trainer's seed.
+    and the rest of its state (`attributes`: other nnx Variables, a BatchNorm's
+    statistics for example, or arrays marked `nnx.data`; none here). The module's
+    fields are part of `graphdef`. The module in
+    the config never gets layers; the initial values come from the Trainer's seed.
     """)
     print(jax.tree.map(lambda v: (type(v).__name__, v.shape), state.params, is_leaf=lambda v: isinstance(v, nnx.Variable)))
     print(sorted(state.collections["nnx"]))
@@ -83,6 +112,19 @@ def an_nnx_model(lesson: Lesson, workdir):
         lesson.check_equal(jax.tree.map(lambda v: type(v).__name__, state.collections["nnx"]["rng_vars"], is_leaf=is_variable),
                            {"drop": {"rngs": {"count": "RngCount", "key": "RngKey"}}},
                            "rng_vars: the dropout layer's key and counter")
+        lesson.check_equal(state.collections["nnx"]["attributes"], {}, "NnxMLP's attributes")
+        normed = WithBatchNorm().init({"params": jax.random.key(0)})["nnx"]["attributes"]
+        lesson.check_equal(jax.tree.map(lambda v: type(v).__name__, normed, is_leaf=is_variable),
+                           {"norm": {"mean": "BatchStat", "var": "BatchStat"}}, "a KdNnxModule with an nnx.BatchNorm: its attributes")
+        from sections.parts.nnx_mlp import NnxMLP
+
+        x_made, x_again, z_made = (NnxMLP(inputs=key).init(trainer.rng_streams.init_rngs())
+                                   for key in ("batch.x", "batch.x", "batch.z"))
+        lesson.check(same(plain(x_made["params"]), plain(z_made["params"])) and x_made["nnx"]["attributes"]
+                     == z_made["nnx"]["attributes"] == {} and x_made["nnx"]["graphdef"] != z_made["nnx"]["graphdef"]
+                     and x_made["nnx"]["graphdef"] == x_again["nnx"]["graphdef"],
+                     "two NnxMLPs whose field inputs differs, initialised alike: the same params and attributes,"
+                     " other graphdefs (two with the same inputs: equal graphdefs)")
         lesson.check(not hasattr(trainer.model, "enc"), "the module in the config has no layers after training")
         initial = [plain(trainer.init_state().params)] + [  # the lesson's Trainer has seed 0
             plain(konfig.resolve(experiment(workdir / f"seed-{i}", seed)).init_state().params) for i, seed in ((1, 0), (2, 1))]
@@ -99,8 +141,9 @@ def an_nnx_model(lesson: Lesson, workdir):
     (`is_training_property`), and `KdNnxModule` turns it into NNX's own
     `module.train()` or `module.eval()`, which switch `nnx.Dropout` on or off. An
     evaluator reseeds only the RNG streams with `eval=True` (none by default), from
-    each batch's index. Otherwise a module that draws randomness in eval mode draws it
-    from the key and counter its state holds: the same numbers for every batch.
+    each batch's index (with `per_step=True`, the default). Otherwise a module that
+    draws randomness in eval mode draws it from the key and counter its state holds:
+    the same numbers for every batch.
     """)
     cfg.workdir, cfg.model.dropout = str(workdir / "dropout"), 0.5
     dropout = konfig.resolve(cfg)
@@ -123,6 +166,13 @@ def an_nnx_model(lesson: Lesson, workdir):
         reseeded = dataclasses.replace(dropout.rng_streams, stream_overwrites=[kd.train.RngStream("dropout", eval=True)])
         lesson.check(not np.array_equal(as_an_evaluator(noisy, reseeded, 0, x), as_an_evaluator(noisy, reseeded, 1, x)),
                      "with a dropout stream of eval=True, batches 0 and 1: other draws (reseeded from the batch's index)")
+        fixed = dataclasses.replace(dropout.rng_streams,
+                                    stream_overwrites=[kd.train.RngStream("dropout", eval=True, per_step=False)])
+        lesson.check(np.array_equal(as_an_evaluator(noisy, fixed, 0, x), as_an_evaluator(noisy, fixed, 1, x))
+                     and not np.array_equal(as_an_evaluator(noisy, fixed, 0, x), first),
+                     "with a dropout stream of eval=True and per_step=False, batches 0 and 1: the same draws,"
+                     " from a key of the stream's (not the draws without it)")
+        lesson.check(kd.train.RngStream("dropout").per_step, "an RngStream's per_step is True by default")
 
     lesson.md("""
     ## The same numbers as the Linen MLP
@@ -228,6 +278,17 @@ class NoisyInEval(knnx.KdNnxModule):
         return {"y": self.drop(inputs, deterministic=False)}
 
 
+@dataclasses.dataclass(kw_only=True)
+class WithBatchNorm(knnx.KdNnxModule):
+    """A KdNnxModule that holds an nnx.BatchNorm over 4 features."""
+
+    def setup(self, rngs: nnx.Rngs | None = None):
+        self.norm = nnx.BatchNorm(4, rngs=rngs)
+
+    def __call__(self, inputs):
+        return self.norm(inputs)
+
+
 def as_an_evaluator(model, streams, batch_index: int, x) -> np.ndarray:
     """The model's eval-mode output for rows of ones shaped as `x`, initialised from a fixed
     key, computed as `kd.evals.Evaluator._step` (kauldron/evals/evaluators.py) computes it
@@ -253,6 +314,24 @@ def experiment(workdir, seed: int):
 
 def is_variable(value) -> bool:
     return isinstance(value, nnx.Variable)
+
+
+def enc_outputs(params, x) -> np.ndarray:
+    """x @ kernel + bias of the layer `enc` in `params` (nnx.Param leaves), by numpy."""
+    return x @ np.asarray(params["enc"]["kernel"].get_value()) + np.asarray(params["enc"]["bias"].get_value())
+
+
+def captured_with_sow_noop(model, variables, x):
+    """The collections `model.apply` returns, asked to capture intermediates, with flax's
+    flag nnx_sow_capture_noop on (then as it was)."""
+    import flax
+
+    before = flax.config.nnx_sow_capture_noop
+    flax.config.update("nnx_sow_capture_noop", True)
+    try:
+        return model.apply(variables, x, mutable=True, capture_intermediates=True, is_training_property=False)[1]
+    finally:
+        flax.config.update("nnx_sow_capture_noop", before)
 
 
 def plain(params):
