@@ -15,6 +15,8 @@ import os
 import random
 import socket
 
+import jaxlib
+
 from harness import Lesson, section
 from sections.parts.logs import read_scalars
 
@@ -70,7 +72,7 @@ def two_processes_one_job(lesson: Lesson, workdir):
     python -m kauldron.main --cfg=configs/multihost.py --cfg.workdir=$WORKDIR/reference &
     wait""", background=True, shows=r"^process 0 of 2")
     with lesson.checks():
-        listeners = listening_while_running(job.pids[:2])  # the job's two processes, started first
+        listeners = listening_while_running(job)
         lesson.check({address for address, bound in listeners if bound == port} == {"127.0.0.1"},
                      "while the job ran, its coordinator's port was bound on 127.0.0.1 only")
         host = socket.gethostbyname(socket.gethostname())
@@ -136,8 +138,13 @@ def two_processes_one_job(lesson: Lesson, workdir):
     lesson.md("""
     ## One checkpoint, which one process resumes
 
-    The job wrote one checkpoint per saved step, not one per process: each process
-    wrote its own arrays into it. A plain `kauldron.main`, one process on one device,
+    The job wrote one checkpoint per saved step, not one per process, in the workdir
+    every process was given (on real hosts, `--cfg.workdir` must be one path on a
+    filesystem they all share). Every array here is replicated, and each process wrote
+    its share of them: orbax splits a replicated array into slices, one per device that
+    holds a copy, along an axis that divides evenly among them (its default unless
+    `JAX_PLATFORMS` contains `gpu` or `cuda`); an array with no such axis goes whole to process 0.
+    A plain `kauldron.main`, one process on one device,
     resumes it and trains on to step 40. The parameters, the optimizer's state and the
     step come back from `ckpt_20`; the position in the data does not: an
     `InMemoryPipeline` is not checkpointed, so the resumed run reads its batches again
@@ -153,13 +160,42 @@ def two_processes_one_job(lesson: Lesson, workdir):
                            internal="reads orbax's file layout")
         lesson.check_equal(sorted(path.name for path in (workdir / "job" / "checkpoints" / "ckpt_20" / "default")
                                   .glob("ocdbt.process_*")),
-                           ["ocdbt.process_0", "ocdbt.process_1"], "both processes of the job wrote into ckpt_20",
+                           ["ocdbt.process_0", "ocdbt.process_1"], "both processes of the job wrote into the one ckpt_20",
                            internal="reads orbax's file layout")
+        check_shares(lesson, workdir / "job" / "checkpoints" / "ckpt_20" / "default")
         lesson.check_equal(sorted(read_scalars(workdir / "job", "train")), [0, 10, 20, 30, 40],
                            "the steps logged in the job's workdir: the job's, then the resumed run's from 20 on")
         check_resumed(lesson, workdir, resumed.output, curves["job"][20])
         lesson.fact("max_relative_loss_difference", relative)
         lesson.summary = f"2 processes x 4 devices on loopback, 16 rows each per batch; loss within {relative:.1g} of one device's"
+
+    lesson.md("""
+    ## Going further: jaxlib 0.12.1 hangs a job that half uses the compile cache
+
+    With jax's persistent compilation cache on (this tutorial turns it on in every
+    process), jaxlib 0.12.1 hangs a job like the one above: a cross-process sum whose
+    program process 0 loaded from the cache while process 1 compiled it never completes.
+    On a CPU each process has cache keys of its own, and only process 0 writes the cache,
+    so the job meets this as soon as a program is compiled a second time, as Kauldron's
+    train step is. `distributed_main.py` turns the cache off on that version; pinning jax
+    and jaxlib to 0.12.0.1 works too. Two processes that sum an array twice, forgetting
+    their compiled programs in between, show it (`sections/parts/allreduce_hang.py`).
+    """)
+    hang = lesson.shell("""JAX_COORDINATOR_BIND_ADDRESS=127.0.0.1:$PORT XLA_FLAGS=--xla_force_host_platform_device_count=4 \\
+      python -m sections.parts.allreduce_hang --port=$PORT --process_id=0 --cache_dir=$WORKDIR/sums-cache &
+    JAX_COORDINATOR_BIND_ADDRESS=127.0.0.1:$PORT XLA_FLAGS=--xla_force_host_platform_device_count=4 \\
+      python -m sections.parts.allreduce_hang --port=$PORT --process_id=1 --cache_dir=$WORKDIR/sums-cache &
+    wait""", check=False, shows=r"sum|HANG|cache hit")
+    print("jaxlib", jaxlib.__version__)
+    with lesson.checks():
+        lesson.check("0 persistent cache hit" in hang.output and "1 persistent cache hit" not in hang.output,
+                     "the second sum's program: a cache hit in process 0, compiled afresh in process 1")
+        if tuple(int(part) for part in jaxlib.__version__.split(".")[:3]) >= (0, 12, 1):
+            lesson.check("HANG" in hang.output and "second sum:" not in hang.output,
+                         "jaxlib 0.12.1 or newer (the day it is fixed, this fails): neither process's second sum comes")
+        else:
+            lesson.check(hang.returncode == 0 and hang.output.count("second sum: 8.0") == 2,
+                         "jaxlib older than 0.12.1: both processes' second sum is 8.0")
 
 
 # How the lesson checks itself.
@@ -185,12 +221,14 @@ def alive(pids: list[int]) -> bool:
         return False
 
 
-def listening_while_running(pids: list[int]) -> set[tuple[str, int]]:
-    """Every (address, port) the processes listened on, polled until one of them ends
-    (each listens for seconds; a poll costs a few ms of CPU)."""
+def listening_while_running(job) -> set[tuple[str, int]]:
+    """Every (address, port) the job's two processes (started first) listened on, polled
+    until one of them ends (each listens for seconds; a poll costs a few ms of CPU), or the
+    job is past its bounds (`check_progress` then stops it and raises, in one line)."""
     found: set[tuple[str, int]] = set()
-    while alive(pids):
-        found |= listening(pids)
+    while alive(job.pids[:2]):
+        found |= listening(job.pids[:2])
+        job.check_progress()
         time.sleep(0.25)
     return found
 
@@ -273,6 +311,44 @@ def check_resumed(lesson: Lesson, workdir, output: str, job_step_20: float) -> N
                        " from ckpt_20's parameters and optimizer state, on the pipeline's first batches", rel=LOSS_RTOL)
     lesson.check(abs(logged[30] / computed["fresh optimizer"][30] - 1) > 100 * LOSS_RTOL,
                  "the resumed run's step-30 loss is not that of 10 steps from a fresh optimizer state")
+
+
+def check_shares(lesson: Lesson, saved) -> None:
+    """What each process wrote into a checkpoint of the job: every array's sharding,
+    and the slices (zarr chunks) in each process's own OCDBT store."""
+    from unittest import mock
+
+    import tensorstore
+    from orbax.checkpoint._src.serialization import jax_array_handlers
+
+    shardings = [json.loads(value) for value in json.loads((saved / "_sharding").read_text()).values()]
+    lesson.check(len(shardings) > 1 and all(sharding["partition_spec"] == [] and len(sharding["device_mesh"]["mesh"]) == 8
+                                            for sharding in shardings),
+                 f"each of the {len(shardings)} arrays of ckpt_20: saved as replicated over the job's 8 devices",
+                 internal="reads orbax's file layout")
+    stores = [tensorstore.KvStore.open({"driver": "ocdbt", "base": f"file://{saved}/ocdbt.process_{i}"}).result()
+              for i in range(2)]
+    keys = [[key.decode() for key in store.list().result()] for store in stores]
+    shapes = {key[:-len("/.zarray")]: json.loads(stores[0].read(key).result().value)["shape"]
+              for key in keys[0] if key.endswith("/.zarray")}
+    slices = [{name: sorted(int(key.split("/")[1].split(".")[0]) for key in found if key.startswith(name + "/")
+                            and not key.endswith(".zarray")) for name in shapes} for found in keys]
+    divisible = {name for name, shape in shapes.items() if any(size % 8 == 0 for size in shape)}
+    lesson.check(len(shapes) == len(shardings) and 0 < len(divisible) < len(shapes)
+                 and all(slices[0][name] == [0, 1, 2, 3] and slices[1][name] == [4, 5, 6, 7] for name in divisible)
+                 and all(slices[0][name] == [0] and slices[1][name] == [] for name in set(shapes) - divisible),
+                 f"in ckpt_20, each of the {len(divisible)} arrays with an axis of a multiple of 8: slices 0-3 of 8 written"
+                 f" by process 0, 4-7 by process 1; the {len(shapes) - len(divisible)} others"
+                 f" ({', '.join(sorted(set(shapes) - divisible))}) whole by process 0",
+                 internal="reads orbax's file layout")
+    defaults = {}
+    for platforms in ("", "cpu", "tpu", "cuda", "gpu"):
+        with mock.patch.dict(os.environ):
+            os.environ.pop("JAX_PLATFORMS", None)
+            os.environ.update({"JAX_PLATFORMS": platforms} if platforms else {})
+            defaults[platforms or "unset"] = jax_array_handlers._get_default_use_replica_parallel()
+    lesson.check_equal(defaults, {"unset": True, "cpu": True, "tpu": True, "cuda": False, "gpu": False},
+                       "orbax's default use_replica_parallel, by JAX_PLATFORMS", internal="a private name of orbax")
 
 
 def losses_from_ckpt_20(workdir) -> dict[str, dict[int, float]]:

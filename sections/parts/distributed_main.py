@@ -9,7 +9,8 @@ come before anything starts jax's backend: Kauldron 1.4.4's `kauldron.main` alre
 `jax.devices()` when it is imported. So this module calls it first, then runs
 `kauldron.main` as `python -m` does, with the remaining arguments. On TPU pods, Slurm and
 Open MPI, leave out the coordinator, process count and id: `initialize()` finds them in the
-environment.
+environment. On jaxlib 0.12.1 it turns jax's persistent compilation cache off: with it on,
+a job hangs there (section 18's last step).
 """
 
 import argparse
@@ -17,6 +18,7 @@ import runpy
 import sys
 
 import jax
+import jaxlib
 
 
 def main() -> None:
@@ -25,6 +27,10 @@ def main() -> None:
     parser.add_argument("--num_processes", type=int)
     parser.add_argument("--process_id", type=int)
     ours, kauldron_args = parser.parse_known_args()
+    if tuple(int(part) for part in jaxlib.__version__.split(".")[:3]) >= (0, 12, 1):
+        # A cross-process sum hangs when one process loaded its program from the cache and
+        # another compiled it (bench/jax-0.12.1-allreduce-hang.md): compile in every process.
+        jax.config.update("jax_enable_compilation_cache", False)
     # Every process waits here until all have joined (jax's default: up to 300 s).
     jax.distributed.initialize(coordinator_address=ours.coordinator_address, num_processes=ours.num_processes,
                                process_id=ours.process_id)
