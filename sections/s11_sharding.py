@@ -58,8 +58,9 @@ def data_parallel_training(lesson: Lesson, workdir):
     `sections/parts/on_devices.py` (below) trains a config on all of them and prints how
     each array was placed. Each batch of 32 rows is split along its first axis, the mesh
     axis `devices`: 8 shards of 4 rows. So the batch size must be divisible by the device
-    count: a batch of 30 rows cannot be placed. The parameters, and the optimizer state,
-    are whole on every device (an empty partition spec).
+    count, an evaluator's too (it places its batches with the same
+    `trainer.sharding.batch`): a batch of 30 rows cannot be placed. The parameters, and
+    the optimizer state, are whole on every device (an empty partition spec).
     """)
     lesson.shell("XLA_FLAGS=--xla_force_host_platform_device_count=8"
                  " python -m sections.parts.on_devices $WORKDIR/replicated.json",
@@ -76,6 +77,16 @@ def data_parallel_training(lesson: Lesson, workdir):
                            " kd.sharding.device_put(batch, trainer.sharding.batch): kauldron/train/train_loop.py:145")
         lesson.check_equal(replicated["batch of 30 rows"], "IndivisibleError",
                            "placing a batch of 30 rows with the Trainer's batch sharding on 8 devices: jax's error")
+        from configs import heldout as heldout_config  # the regression with evaluators (section 15)
+
+        evaluated = heldout_config.get_config()
+        evaluated.workdir = str(workdir / "evaluated")
+        evaluated.sharding = kd_cfg.sharding.ShardingStrategy(batch=kd_cfg.sharding.REPLICATED)  # not the default
+        evaluating = konfig.resolve(evaluated)
+        eval_batch = next(iter(evaluating.evals["heldout"].ds_iter))
+        lesson.check(all(array.sharding == evaluating.sharding.batch and array.sharding.spec == jax.P()
+                         for array in jax.tree.leaves(eval_batch)),
+                     "an evaluator places its batches with the Trainer's batch sharding (set to REPLICATED here)")
         lesson.check(all(array["spec"] == [] and array["shard"] == array["shape"]
                          for part in ("params", "opt_state") for array in replicated[part].values()),
                      "with the default strategy every parameter and optimizer-state array is whole on each device")

@@ -31,7 +31,10 @@ def pipeline_as_config(lesson: Lesson):
     `num_workers=0` reads in this process, as Kauldron does by itself in a notebook (or
     where `TEST_TMPDIR` is set, which it takes for a test); a script left at the default,
     16, reads in worker processes. `num_epochs=1` reads the source once: left at its
-    default, `None`, the pipeline repeats forever and `len()` raises `TypeError`.
+    default, `None`, the pipeline repeats forever and `len()` raises `TypeError`. A last
+    batch smaller than `batch_size` is dropped (`batch_drop_remainder=True` by default;
+    64 examples in batches of 8 leave none): for eval data, `False` keeps it, `"pad"` fills
+    it up with zeros.
     """)
     raw = kd.data.py.DataSource(data_source=SyntheticImages(size=64), batch_size=8, shuffle=False,
                                 num_epochs=1, seed=0, num_workers=0)
@@ -69,6 +72,11 @@ def pipeline_as_config(lesson: Lesson):
         lesson.check_equal(sum(1 for _ in itertools.islice(forever, 9)), 9,
                            "batches from the default num_epochs: a 9th follows one pass's 8")
         lesson.check_raises(TypeError, lambda: len(forever), "len() of a DataSource with the default num_epochs")
+        lesson.check_equal((last_batch_ids(), last_batch_ids(batch_drop_remainder=False),
+                            last_batch_ids(batch_drop_remainder="pad")),
+                           (list(range(48, 56)), [56, 57, 58, 59], [56, 57, 58, 59, 0, 0, 0, 0]),
+                           "the ids in the last batch of 60 examples in batches of 8, num_epochs=1:"
+                           " by default, with batch_drop_remainder=False, with 'pad'")
 
     lesson.md("""
     ## Transforms are config entries
@@ -134,6 +142,13 @@ def pipeline_as_config(lesson: Lesson):
         lesson.fact("element_spec", {"raw": before, "transformed": after, "overridden": spec})
         lesson.summary = ("Elements, ValueRange and Rearrange as config entries: f32[8 192] in [-1, 1];"
                           " overridden to f32[16 3 8 8]")
+
+
+def last_batch_ids(**options) -> list[int]:
+    """The ids in the last batch of one pass over 60 examples in batches of 8, with `options`."""
+    batches = kd.data.py.DataSource(data_source=SyntheticImages(size=60), batch_size=8, shuffle=False, num_epochs=1,
+                                    seed=0, num_workers=0, **options)
+    return [batch["id"].tolist() for batch in batches][-1]
 
 
 def raw_images(count: int):

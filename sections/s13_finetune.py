@@ -120,7 +120,8 @@ def finetune_from_a_checkpoint(lesson: Lesson, workdir):
     `train()` on a workdir that already holds a checkpoint is a restart: it restores the
     latest one (parameters, optimizer state and step) and skips the init transform. So a
     preempted fine-tune never reloads the pretrained weights over its progress, and no
-    longer needs them. The data is not in the checkpoint: an `InMemoryPipeline` starts
+    longer needs them. This pipeline's position is not in the checkpoint (an
+    `InMemoryPipeline`'s never is; a `kd.data.py` pipeline's is: section 9): it starts
     again from its first batch. To see it, the loader now points at a run with no
     checkpoint: on the fine-tune's workdir, whose latest checkpoint is `ckpt_50`,
     `num_train_steps=60` runs steps 50 to 60, 11 updates, to `state.step` 61; on a fresh
@@ -141,6 +142,8 @@ def finetune_from_a_checkpoint(lesson: Lesson, workdir):
                            "the steps the restart logged (its own event file): it began at the checkpoint's step")
         lesson.check_equal(int(resumed.step), 61, "the restart's final state.step")
         replayed = replay(restart, workdir / "finetune", from_step=50)
+        lesson.check(isinstance(iter(restart.train_ds), kd.data.iters.NonCheckpointableIterator),
+                     "an InMemoryPipeline's iterator is a kd.data.iters.NonCheckpointableIterator")
         lesson.check(same([resumed.params, resumed.opt_state], [replayed.params, replayed.opt_state]),
                      "the restart's parameters and optimizer state, bit for bit, are those of ckpt_50's state (params,"
                      " optimizer state, step) trained on the pipeline's first 11 batches")
@@ -170,10 +173,19 @@ def finetune_from_a_checkpoint(lesson: Lesson, workdir):
     with lesson.checks():
         lesson.check_equal(wider.init_state().params["enc"]["kernel"].shape, (16, 32),
                            "the 64-unit MLP's enc kernel, restored by name")
+        lesson.check((workdir / "wider" / "element_spec.json").is_file(),
+                     "train() got past its setup: it wrote element_spec.json, as it does before its loop",
+                     internal="reads Kauldron's file layout")
         lesson.check_equal(sorted({tag for row in read_scalars(workdir / "wider", "train").values() for tag in row
                                    if tag.startswith(("losses/", "metrics/"))}), [],
                            "the losses and metrics train() logged before it failed")
-        lesson.check_raises(ScopeParamShapeError, wider.train, "training it")
+        failed = lesson.check_raises(ScopeParamShapeError, wider.train, "training it")
+        import traceback
+
+        lesson.check(any(frame.name == "step" and frame.filename.endswith("train_step.py")
+                         for frame in traceback.extract_tb(failed.__traceback__)),
+                     "it fails in the train step (TrainStep.step in its traceback), not in the setup before the loop",
+                     internal="reads the traceback's frames")
 
     lesson.md("""
     ## Renaming: a small `InitTransform` of your own

@@ -69,8 +69,9 @@ def evaluators_and_summaries(lesson: Lesson, workdir):
     The config resolved here, on the same workdir, is for reading the run back: it
     names each evaluator by its key in `cfg.evals`. `heldout/` holds what that
     evaluator wrote along training: its loss and metric at steps 0, 20 and 40, each
-    pooled over all 128 rows. Restoring each step's checkpoint and computing them with
-    numpy gives the same numbers.
+    pooled over all 128 rows, 4 batches of 32 (an `InMemoryPipeline` drops the rows past
+    the last full batch, and refuses `drop_remainder=False`). Restoring each step's
+    checkpoint and computing them with numpy gives the same numbers.
     """)
     eval_job = lesson.shell("python -m kauldron.main --cfg=configs/heldout.py --cfg.workdir=$WORKDIR/run"
                             " --eval_names=every,final", background=True, needed_by="The eval job's result",
@@ -90,6 +91,13 @@ def evaluators_and_summaries(lesson: Lesson, workdir):
         lesson.skip_check("on a cluster, Kauldron's launcher runs the eval job beside the training job",
                           "kauldron.kxm, the XManager launcher, does not import from PyPI")
         check_heldout_against_checkpoints(lesson, trainer, written)
+        in_48s = kd.data.InMemoryPipeline(loader=lambda: make_data("eval"), batch_size=48, num_epochs=1)
+        lesson.check_equal([len(batch["x"]) for batch in in_48s], [48, 48],
+                           "the batches of the 128 held-out rows in an InMemoryPipeline of batch_size=48")
+        keep_last = kd.data.InMemoryPipeline(loader=lambda: make_data("eval"), batch_size=48, num_epochs=1,
+                                             drop_remainder=False)
+        lesson.check_raises(NotImplementedError, lambda: next(iter(keep_last)),
+                            "iterating an InMemoryPipeline with drop_remainder=False")
 
     lesson.md("""
     ## Summaries: a histogram and an image
@@ -163,8 +171,9 @@ def evaluators_and_summaries(lesson: Lesson, workdir):
     Kauldron's ready-made eval-only config, `kd.train.Trainer.eval_only()`, finds the
     run to evaluate by its XManager experiment id (`cfg.aux.xid`, `cfg.aux.wid`): the
     model from that run's config, the weights through `PartialKauldronLoader`. It does
-    not resolve from PyPI: it reads its data through `kd.data.tf`, which needs the
-    unpublished `grain.tensorflow`. From PyPI, evaluate a run as above:
+    not resolve from PyPI: its placeholder `train_ds`, a `kd.data.tf.ElementSpecDataset`
+    (the run's element spec, no data), needs `kd.data.tf`, which needs the unpublished
+    `grain.tensorflow`. From PyPI, evaluate a run as above:
     `python -m kauldron.main --eval_names=...` on its own config, with standalone
     evaluators.
     """)
@@ -183,7 +192,11 @@ def evaluators_and_summaries(lesson: Lesson, workdir):
                            "eval_only(): the run is found by cfg.aux.xid, its weights restored by PartialKauldronLoader")
         error = lesson.check_raises(AttributeError, lambda: konfig.resolve(kd_cfg.train.Trainer.eval_only()),
                                     "resolving kd.train.Trainer.eval_only()")
-        lesson.check("has no attribute 'tf'" in str(error), "kd.train.Trainer.eval_only() fails on kd.data.tf")
+        lesson.check_equal((eval_cfg.train_ds.__qualname__, eval_cfg.train_ds.spec.__qualname__),
+                           ("kauldron.kd:data.tf.ElementSpecDataset", "kauldron.kd:from_xid.get_element_spec"),
+                           "eval_only()'s train_ds: an ElementSpecDataset of the run's element spec")
+        lesson.check("In 'train_ds'" in str(error) and "has no attribute 'tf'" in str(error),
+                     "kd.train.Trainer.eval_only() fails on its train_ds's kd.data.tf")
         import importlib
 
         error = lesson.check_raises(ModuleNotFoundError, lambda: importlib.import_module("kauldron.data.tf"),

@@ -63,11 +63,13 @@ def serve_without_kauldron(lesson: Lesson, workdir):
 
     The file is the forward pass for CPU and TPU, `JaxModelExporter`'s default
     `platforms`: jax refuses to run it on any other, so for a GPU server add `"cuda"` to
-    `platforms`. It computes in *training* mode: dropout is on, with `key` folded into
-    the training RNG streams, so two keys give two predictions, and the model records
-    that it was training. Its arguments are `params`, `key` and the model's inputs, and
-    nothing else: `JaxModelExporter` applies the model to `{"params": params}` alone, so
-    no other collection of the state goes in. `key` is a raw `uint32[2]` key, not a typed
+    `platforms`. It is exported with the state's sharding, for the run's device count, 1
+    here: a run on 8 devices writes a file that runs only on 8. It computes in
+    *training* mode: dropout is on, with `key` folded into the training RNG streams, so
+    two keys give two predictions, and the model records that it was training. Its
+    arguments are `params`, `key` and the model's inputs, and nothing else:
+    `JaxModelExporter` applies the model to `{"params": params}` alone, so no other
+    collection of the state goes in. `key` is a raw `uint32[2]` key, not a typed
     `jax.random.key`, hence `jax.random.key_data` below. A BatchNorm layer in this
     training-mode file normalises each call's rows with their own statistics.
     """)
@@ -81,6 +83,8 @@ def serve_without_kauldron(lesson: Lesson, workdir):
     with lesson.checks():
         lesson.check_equal(tuple(exported.platforms), ("cpu", "tpu"), "the platforms exported by default")
         check_platforms(lesson, trainer, state, x, keys[0])
+        lesson.skip_check("a run on 8 devices exports a file that jax refuses to call on another count",
+                          "this run has one device, and a file exported for 1 runs on any count")
         lesson.check_equal(str(exported.in_tree.unflatten(exported.in_avals)[1]["key"]), "uint32[2]",
                            "the exported function's key argument")
         lesson.check_equal(sorted(exported.in_tree.unflatten(exported.in_avals)[1]), ["inputs", "key", "params"],
