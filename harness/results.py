@@ -4,6 +4,7 @@ builds them, the terminal, the JSON and the pages read them."""
 from __future__ import annotations
 
 import dataclasses
+import datetime
 from typing import Any
 
 
@@ -82,6 +83,7 @@ class Report:
         return found
 
     def to_json(self) -> dict[str, Any]:
-        return {**self.environment, "interrupted": self.interrupted, "workdir": self.workdir,
+        finished = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+        return {**self.environment, "finished": finished, "interrupted": self.interrupted, "workdir": self.workdir,
                 "workdir_removed": self.workdir_removed, "jobs": self.jobs, "plots": self.plots,
                 "sections": [result.to_json() for result in self.sections], "totals": self.totals}

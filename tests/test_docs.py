@@ -3,6 +3,7 @@ pins), for reading without installing anything. Each page records the hash of th
 file it came from: a section changed since is a stale page."""
 
 import hashlib
+import json
 import re
 
 import pytest
@@ -52,3 +53,28 @@ def test_a_page_s_visible_story_is_short_its_digressions_and_checks_folded():
     visible = sorted(len(re.sub(r"<details[^>]*>.*?</details>", "", page.read_text(), flags=re.S).splitlines())
                      for page in DOCS.glob("[0-9][0-9]-*.md"))
     assert visible[len(visible) // 2] <= 300, visible
+
+
+def test_the_results_page_is_its_kept_runs_rendered_and_keeps_each_cpu_leg():
+    from presenting import runs
+
+    kept = runs.load()
+    assert {"cpu-py311", "cpu-py312", "cpu-latest"} <= set(kept)
+    assert (DOCS / "results.md").read_text() == runs.render(kept), "regenerate it: python -m presenting.runs render"
+    for name, run in kept.items():
+        assert run["finished"] and run["versions"]["kauldron"], name
+        assert not re.search(r"(^|[^A-Za-z0-9_.])/(tmp|root|home|work)/[A-Za-z]", json.dumps(run)), name
+
+
+def test_the_results_page_lists_a_value_that_differs_between_runs_but_not_float32_rounding():
+    import copy
+
+    from presenting import runs
+
+    cpu = {"sections": [{"slug": "loss-metric", "facts": {"masked_loss": 0.3791142702, "rows": 3}}]}
+    tpu, rounding = copy.deepcopy(cpu), copy.deepcopy(cpu)
+    tpu["sections"][0]["facts"]["masked_loss"] = 0.3791081607  # measured on a TPU v5e
+    rounding["sections"][0]["facts"]["masked_loss"] = 0.3791142702 + 3e-9
+    assert [(found["slug"], found["fact"]) for found in runs.differences({"cpu": cpu, "tpu": tpu})] == \
+        [("loss-metric", "masked_loss")]
+    assert runs.differences({"cpu": cpu, "again": rounding}) == []
