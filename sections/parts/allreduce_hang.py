@@ -2,8 +2,8 @@ r"""One process of a two-process job that shows jaxlib 0.12.1's hang: a cross-pr
 whose program process 0 loaded from jax's persistent compilation cache and process 1
 compiled afresh (bench/jax-0.12.1-allreduce-hang.md).
 
-    python -m sections.parts.allreduce_hang --port=23456 --process_id=0 --cache_dir=/tmp/c &
-    python -m sections.parts.allreduce_hang --port=23456 --process_id=1 --cache_dir=/tmp/c &
+    python -m sections.parts.allreduce_hang --port=23456 --process_id=0 --cache_dir=sums-cache &
+    python -m sections.parts.allreduce_hang --port=23456 --process_id=1 --cache_dir=sums-cache &
     wait
 
 Each process joins the job on loopback with 4 CPU devices and sums an array spread over
