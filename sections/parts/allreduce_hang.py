@@ -15,6 +15,7 @@ result, and HANG if the second does not come within 20 s (then exits 3).
 
 import argparse
 import os
+import sys
 import threading
 
 import jax
@@ -22,6 +23,13 @@ import jax.numpy as jnp
 import numpy as np
 
 SECONDS = 20  # the second sum takes well under a second where it does not hang
+
+
+def say(*words) -> None:
+    """One line in one write: the two processes share a terminal, and print() writes each
+    word apart, so their lines would mix mid-line."""
+    sys.stdout.write(" ".join(map(str, words)) + "\n")
+    sys.stdout.flush()
 
 
 def main() -> None:
@@ -36,16 +44,15 @@ def main() -> None:
     jax.distributed.initialize(f"127.0.0.1:{args.port}", num_processes=2, process_id=args.process_id)
     me = jax.process_index()
     jax.monitoring.register_event_listener(
-        lambda event, **_: print(me, "persistent cache hit", flush=True) if event.endswith("cache_hits") else None)
+        lambda event, **_: say(me, "persistent cache hit") if event.endswith("cache_hits") else None)
     spread = jax.NamedSharding(jax.make_mesh((8,), ("d",)), jax.P("d"))
     x = jax.make_array_from_process_local_data(spread, np.ones(4, np.float32))
     total = jax.jit(jnp.sum)
-    print(me, "first sum:", float(total(x)), flush=True)
+    say(me, "first sum:", float(total(x)))
     jax.clear_caches()  # compiled again: from the cache in process 0, afresh in process 1
-    watchdog = threading.Timer(SECONDS, lambda: (print(me, f"HANG: no second sum in {SECONDS} s", flush=True),
-                                                 os._exit(3)))
+    watchdog = threading.Timer(SECONDS, lambda: (say(me, f"HANG: no second sum in {SECONDS} s"), os._exit(3)))
     watchdog.start()
-    print(me, "second sum:", float(total(x)), flush=True)
+    say(me, "second sum:", float(total(x)))
     watchdog.cancel()
     jax.distributed.shutdown()
 
