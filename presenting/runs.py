@@ -25,7 +25,7 @@ DOCS = pathlib.Path(__file__).resolve().parents[1] / "docs"
 RUNS = DOCS / "runs"
 PAGE = DOCS / "results.md"
 # The order of the page's columns: the pinned CPU legs, the newest releases, then the rest.
-ORDER = ["cpu-py311", "cpu-py312", "cpu-latest"]
+ORDER = ["cpu-py311", "cpu-py312", "cpu-latest", "tpu-v5e-py311"]
 # Two runs' values differ where a number differs by more than RTOL of it and ATOL: float32
 # sums taken in another order differ by about 1e-7 relative, a TPU's default precision in
 # the fifth digit; a difference of two tiny numbers (1e-7 against 8e-8) is no difference.
@@ -34,8 +34,13 @@ KEPT = ("finished", "versions", "devices", "compat", "jobs", "totals")
 
 
 def kept(run: dict) -> dict:
-    """What the page needs of a --json file."""
-    sections = [{key: section[key] for key in ("number", "slug", "status", "seconds", "summary", "facts")}
+    """What the page needs of a --json file, without the paths of the machine that ran it
+    (as pages show them: presenting/site.py)."""
+    from presenting.site import without_machine_paths
+
+    sections = [{**{key: section[key] for key in ("number", "slug", "status", "seconds", "facts")},
+                 "summary": without_machine_paths(section["summary"], run.get("workdir") or "",
+                                                  f"{section['number']:02d}-{section['slug']}")}
                 for section in run["sections"]]
     return {**{key: run.get(key) for key in KEPT}, "sections": sections}
 
