@@ -2,6 +2,7 @@ r"""One process of a two-process job that shows jaxlib 0.12.1's hang: a cross-pr
 whose program process 0 loaded from jax's persistent compilation cache and process 1
 compiled afresh (bench/jax-0.12.1-allreduce-hang.md).
 
+    export XLA_FLAGS=--xla_force_host_platform_device_count=4
     python -m sections.parts.allreduce_hang --port=23456 --process_id=0 --cache_dir=sums-cache &
     python -m sections.parts.allreduce_hang --port=23456 --process_id=1 --cache_dir=sums-cache &
     wait
