@@ -67,9 +67,8 @@ class Runner:
                     left = self._in_pool(self.jobs, start_order(chosen, self.seconds), chosen,
                                          show_environment, show_result, results, running)
                     for info in left:
-                        stuck = bounds.stuck_reason(teaching.stuck_file(self.section_dir(info)))
-                        if stuck:  # it ended its worker, and would again
-                            result = SectionResult.crashed(info, "SectionTimedOut", stuck)
+                        result = self.stuck(info)
+                        if result:  # it ended its worker, and would again
                             print(self.banner(info))
                             show_result(result)
                             results.append(result)
@@ -124,8 +123,7 @@ class Runner:
                 except concurrent.futures.process.BrokenProcessPool as e:
                     if not alone:
                         return print_order[index:]
-                    stuck = bounds.stuck_reason(teaching.stuck_file(self.section_dir(info)))
-                    result = SectionResult.crashed(info, "SectionTimedOut", stuck) if stuck else worker_died(info, e)
+                    result = self.stuck(info) or worker_died(info, e)
                     printed, found = "", None
                 show_environment(found)
                 print(self.banner(info))
@@ -148,6 +146,11 @@ class Runner:
         finally:
             status.close()
             pool.shutdown(cancel_futures=True)
+
+    def stuck(self, info: registry.SectionInfo) -> SectionResult | None:
+        """The result of a section that ended its worker, stuck past its bound (harness/bounds.py)."""
+        reason = bounds.stuck_reason(teaching.stuck_file(self.section_dir(info)))
+        return SectionResult.crashed(info, "SectionTimedOut", reason) if reason else None
 
     def with_the_rest(self, chosen, results, running=frozenset()) -> list[SectionResult]:
         """`results`, with a skipped result for each section not done, in the order chosen."""
