@@ -128,6 +128,11 @@ class Lesson:
         if not passed:
             raise CheckFailed(failure)
 
+    def skip(self, why: str) -> None:
+        """Ends the section as skipped, not failed: it cannot run on this machine, and `why`
+        says so in one line (a limit of the platform, not of the lesson)."""
+        raise SkipSection(why)
+
     def skip_check(self, claim: str, why: str) -> None:
         """A claim this run cannot check (`why` says what stands in the way): shown and
         recorded apart from the checks, neither passed nor failed."""

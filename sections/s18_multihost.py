@@ -34,6 +34,8 @@ def two_processes_one_job(lesson: Lesson, workdir):
     hands out to outgoing connections (from 32768 on Linux, 49152 on macOS), so that no
     connection takes it before the coordinator does. The commands read it as `$PORT`.
     """)
+    with lesson.checks():
+        skip_without_sockets(lesson)
     with socket.socket() as probe:
         while True:
             port = random.randint(20000, 32767)
@@ -219,6 +221,16 @@ def alive(pids: list[int]) -> bool:
         return bool(pids) and all(psutil.Process(pid).status() != psutil.STATUS_ZOMBIE for pid in pids)
     except psutil.NoSuchProcess:
         return False
+
+
+def skip_without_sockets(lesson: Lesson) -> None:
+    """A machine that refuses TCP sockets, loopback included (a sandbox can), cannot run a
+    job whose processes meet over TCP: the section is skipped there, saying so."""
+    try:
+        socket.socket().close()
+    except OSError as error:
+        lesson.skip(f"this machine refuses TCP sockets, loopback included ({error.strerror}): the processes of a"
+                    " JAX job meet over TCP")
 
 
 def listening_while_running(job) -> set[tuple[str, int]]:

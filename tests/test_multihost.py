@@ -106,3 +106,15 @@ def test_ctrl_c_while_a_child_starts_still_stops_that_child(monkeypatch, request
     started = PopenInterruptedAsItReturns.started
     assert len(started) == 1 and shell is None  # the Ctrl-C stopped the rest from starting
     assert still_running([psutil.Process(pid) for pid in started if psutil.pid_exists(pid)], grace=5) == set()
+
+
+@pytest.mark.slow
+def test_on_a_machine_that_refuses_sockets_the_section_is_skipped_in_one_line(tutorial):
+    """As a sandboxed TPU machine of this project's refused every TCP and UDP socket."""
+    refusing = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT / "tests" / "no_sockets"),
+                                                                         os.environ.get("PYTHONPATH")])))
+    run = tutorial("multihost", "--jobs", "2", env=refusing)
+    assert run.returncode == 0, run.stdout[-2000:]
+    assert run.statuses() == {"multihost": "skipped"}
+    assert run.section("multihost")["summary"] == ("this machine refuses TCP sockets, loopback included (Address family"
+                                                   " not supported by protocol): the processes of a JAX job meet over TCP")
