@@ -62,7 +62,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     add("-j", "--jobs", type=positive_int, metavar="N",
         help="run the sections in N worker processes, printing each whole and in order (default: the "
         "number of CPU cores, plus one if a lesson that mostly waits on processes of its own is chosen: "
-        f"{default_jobs(registry.catalog())} here for the whole tutorial; 1: all in this process)")
+        f"{default_jobs(registry.catalog())} here for the whole tutorial; 1, and no more, where one process holds "
+        "the TPU; 1: all in this process)")
     add("--plots", metavar="DIR", help="also write the sections' figures (their pages' matplotlib code) as PNG files in DIR")
     add("--notebook", metavar="PATH",
         help="write the selected sections as a Jupyter notebook to PATH and exit (needs nbformat)")
@@ -83,7 +84,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 def default_jobs(chosen: list[registry.SectionInfo]) -> int:
     """A worker per CPU core, and one more if a chosen lesson mostly waits on processes of
-    its own (`start_early`): its worker sleeps meanwhile, and the extra one keeps the cores busy."""
+    its own (`start_early`): its worker sleeps meanwhile, and the extra one keeps the cores busy.
+    1 where one process at a time can hold the accelerator jax would use (a TPU)."""
+    if environment.one_process_accelerator():
+        return 1
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     return cores + any(info.start_early for info in chosen)
 
@@ -158,6 +162,10 @@ def main(argv: list[str]) -> int:
             presenting.export_notebook(args.notebook, chosen)
             return EXIT_OK
         json_path = check_json_path(args.json) if args.json else None
+        held = environment.one_process_accelerator() if args.jobs and args.jobs > 1 else None
+        if held:
+            raise UsageError(f"--jobs {args.jobs}: one process at a time can hold {held}, and each worker would"
+                             " open it: run with --jobs 1 (or JAX_PLATFORMS=cpu to run on the CPU)")
         missing = environment.missing_requirements()
         if missing:
             raise UsageError(f"{', '.join(missing)} not installed; set up with: {INSTALL_COMMAND} (see README.md)")

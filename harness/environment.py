@@ -81,3 +81,17 @@ def missing_requirements() -> list[str]:
     import importlib.util
 
     return [name for name in ("kauldron", "jax", "flax", "optax") if importlib.util.find_spec(name) is None]
+
+
+def one_process_accelerator() -> str | None:
+    """What jax would open here that one process holds at a time, found without starting
+    jax (this process must not hold it): a TPU, when libtpu is installed and JAX_PLATFORMS
+    does not keep jax off it. A second process that opens it fails ("libtpu multi-process
+    lockfile", seen on a TPU v5e). None on a CPU, or with JAX_PLATFORMS=cpu."""
+    import importlib.util
+    import os
+
+    platforms = os.environ.get("JAX_PLATFORMS", "")
+    if platforms and "tpu" not in platforms.split(","):
+        return None
+    return "a TPU" if importlib.util.find_spec("libtpu") is not None else None

@@ -269,3 +269,18 @@ def test_ci_runs_readme_command_2_step_by_step():
     leg = ci.split("leg py311: README command 2", 1)[1].split("\nelif ", 1)[1].split("; then", 1)[0]
     positions = [leg.find(step) for step in steps]
     assert -1 not in positions and positions == sorted(positions), list(zip(steps, positions))
+
+
+def test_where_a_tpu_is_held_by_one_process_the_sections_run_in_one_and_more_jobs_are_refused(monkeypatch, tutorial_main,
+                                                                                           capsys):
+    import importlib.util
+
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *rest: object() if name == "libtpu" else find_spec(name, *rest))
+    monkeypatch.delenv("JAX_PLATFORMS", raising=False)
+    assert tutorial.default_jobs(registry.catalog()) == 1
+    assert tutorial_main(["konfig", "--jobs", "2"]) == 2
+    assert capsys.readouterr().err == ("tutorial.py: --jobs 2: one process at a time can hold a TPU, and each worker would"
+                                       " open it: run with --jobs 1 (or JAX_PLATFORMS=cpu to run on the CPU)\n")
+    monkeypatch.setenv("JAX_PLATFORMS", "cpu")  # jax kept off the chip: workers as on any CPU
+    assert tutorial.default_jobs(registry.catalog()) > 1
