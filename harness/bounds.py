@@ -5,9 +5,8 @@ Past the bound, SIGALRM raises `SectionTimedOut` in the main thread wherever Pyt
 in a lesson's code, or waiting on its processes (`Shell.wait` sleeps in Python), whose
 cleanup then stops them. A main thread stuck in compiled code (a deadlock inside jax)
 runs no Python, so no exception reaches it: a grace later (the bound again, at most
-`GRACE` seconds), a watchdog thread
-writes every thread's stack to stderr, records why in `stuck_file`, kills the process
-group's children it knows of and ends the process. In a --jobs worker, the runner then
+`GRACE` seconds), a watchdog thread writes every thread's stack to stderr, records why in
+`stuck_file`, kills the children the section started and ends the process. In a --jobs worker, the runner then
 reports that section failed with that line and runs the rest; with --jobs 1, the run
 itself ends there, since the process that would go on is the stuck one.
 """

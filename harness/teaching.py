@@ -56,6 +56,7 @@ def run(info: SectionInfo, workdir: pathlib.Path, bound: float | None = None) ->
     restore_temporary_files = runtime.send_temporary_files_to(workdir.parent / ".tmp" / workdir.name)
     environment, directory = dict(os.environ), os.getcwd()
     try:
+        stuck_file(workdir).unlink(missing_ok=True)  # an earlier run's, in a kept --workdir
         with bounds.bounded(bound, stuck_file(workdir), teacher.kill_processes):
             _start_fresh(workdir)
             source = lesson_format.read(section_file(info))

@@ -408,6 +408,7 @@ def test_a_command_that_stops_printing_fails_its_lesson_in_one_line_within_its_b
 def test_a_section_past_its_bound_fails_in_one_line_naming_its_step(monkeypatch, tmp_path):
     info = registry.SectionInfo(3, "kontext", "", shows="", part="glue", trains=False, module="sections.s03_kontext")
     monkeypatch.setenv(teaching.FAIL_SECTION_ENV, "kontext:hang")  # sleeps in Python until stopped
+    teaching.stuck_file(tmp_path / "03-kontext").write_text("an earlier run's, in a kept workdir")
     began = time.monotonic()
     result = teaching.run(info, tmp_path / "03-kontext", bound=0.5)
     assert time.monotonic() - began < 3
