@@ -69,7 +69,9 @@ def config_is_a_call_tree(lesson: Lesson):
 
     Until it is resolved, a config is data: set a field and the call changes.
     `konfig.resolve` makes the call and returns a new object; the config stays editable,
-    and resolving it again builds anew.
+    and resolving it again builds anew. By default it also freezes the config's
+    containers: a list becomes a tuple, a dict an immutable one (`freeze=False` keeps
+    them).
     """)
     cfg.learning_rate = 1e-4
     adam = konfig.resolve(cfg)
@@ -80,6 +82,15 @@ def config_is_a_call_tree(lesson: Lesson):
         lesson.check(same_updates(adam, optax.adam(1e-4)), "resolve(cfg) updates exactly like optax.adam(learning_rate=1e-4)")
         lesson.check(same_updates(konfig.resolve(cfg), optax.adam(0.5)),
                      "after cfg.learning_rate = 0.5, resolving again builds adam(0.5)")
+        import operator
+
+        nested = konfig.ConfigDict({"sizes": [1, 2], "options": {"a": 1}})
+        frozen, kept = konfig.resolve(nested), konfig.resolve(nested, freeze=False)
+        lesson.check_equal(type(frozen["sizes"]), tuple, "a list in a config, resolved: a tuple")
+        lesson.check_raises(TypeError, lambda: operator.setitem(frozen["options"], "a", 2),
+                            "setting a key of a dict in a config, resolved")
+        lesson.check_equal((type(kept["sizes"]), type(kept["options"])), (list, dict),
+                           "resolved with freeze=False: the list and the dict as they were")
 
     lesson.md("""
     ## A whole optimizer is nested dicts, and JSON holds it
@@ -110,7 +121,7 @@ def config_is_a_call_tree(lesson: Lesson):
     A field can refer to another with `cfg.ref` (section 2). `to_json()` writes the
     reference as the value it points to then: read back, the field is a plain number, and
     an edit to the field it referred to no longer reaches it. A run's `config.json` is
-    written by the same `to_json()` (section 10).
+    written by the same `to_json()` (sections 2 and 10 read one).
     """)
     run = konfig.ConfigDict({"num_train_steps": 1000})
     run.schedule = optax_cfg.cosine_decay_schedule(init_value=0.003, decay_steps=run.ref.num_train_steps)

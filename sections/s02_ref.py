@@ -6,6 +6,8 @@ someone changes one of them, as a sweep over the run length does. `cfg.ref` writ
 reference instead: it is resolved when the config is, from whatever the field holds then.
 """
 
+import json
+
 import matplotlib.pyplot as plt
 import numpy as np
 from kauldron import konfig
@@ -136,6 +138,8 @@ def references_follow_edits(lesson: Lesson, workdir):
     refers to, is logged and unused. `adam_recording_lr` (in `sections/parts/regression.py`)
     keeps the rate of its latest update in the optimizer's state. A run of
     `num_train_steps=200` makes 201 updates, at steps 0 to 200: `state.step` ends at 201.
+    `train()` also writes the config to the workdir's `config.json` with `to_json()`:
+    there, the references are plain numbers.
     """)
     cfg.optimizer = regression_cfg.adam_recording_lr(learning_rate=cfg.ref.schedules["lr"])
     cfg.workdir = str(workdir / "run")
@@ -146,6 +150,8 @@ def references_follow_edits(lesson: Lesson, workdir):
     print({step: round(logged[step]["schedules/lr"], 6) for step in (0, 20, 100, 200)})
     print(f"learning rate of the last update: {last_update:.6g}")
     print("state.step:", int(state.step))
+    written = json.loads((workdir / "run" / "config.json").read_text())["schedules"]["lr"]
+    print("config.json:", {key: written[key] for key in ("warmup_steps", "decay_steps")})
     with lesson.checks():
         lesson.check_equal(int(state.step), 201, "state.step after train() with num_train_steps=200: 201 updates")
         schedule = optax_schedule(200, warmup_steps=20, end_value=1e-5)
@@ -158,6 +164,10 @@ def references_follow_edits(lesson: Lesson, workdir):
         lesson.check_close(last_update, float(schedule(200)),
                            "the learning rate of the optimizer's last update (step 200): lr's end value, not lr_copy's"
                            f" ({float(copy(200)):.3g})")
+        lesson.check_equal(json.loads((workdir / "run" / "config.json").read_text()), json.loads(cfg.to_json()),
+                           "config.json = the config's to_json()")
+        lesson.check_equal((written["warmup_steps"], written["decay_steps"]), (20, 200),
+                           "lr's warmup_steps and decay_steps in config.json: the references' values, as numbers")
         lesson.fact("optimizer_lr_last_update", last_update)
         lesson.summary = (f"at step 180 of 200, lr {float(reference(180)):.6f} by reference, {float(copy(180)):.6f}"
                           f" by copy; the optimizer's last update at {last_update:.3g}; lr_copy logged, unused")

@@ -68,8 +68,8 @@ def key_paths_wire_the_parts(lesson: Lesson):
     `step`, `batch`, `params`, `collections`, `opt_state`, `preds` and `interms` (what
     Flax captured inside the model); the metrics and summaries run after the backward
     pass, and also see `grads`, `updates` and the losses' states. An evaluator runs no
-    backward pass. Section 14 probes a real step; section 6 reads an inner layer through
-    `interms`.
+    backward pass. Section 14 probes a real step and an evaluator's; section 6 reads an
+    inner layer through `interms`.
     """)
     metric = MeanGap(preds="preds.logits", targets="batch.label")
     kwargs = kontext.resolve_from_keyed_obj(context, metric)
@@ -118,6 +118,8 @@ def key_paths_wire_the_parts(lesson: Lesson):
     `get_state_from_context` resolves its keys in a context and computes its state from
     those arrays. It has a third key, `step` (for a weight schedule), which names
     `"step"`: a context built by hand needs a `step` entry, as a training step's has.
+    A fourth, `mask`, is left at `None`, which kontext skips: a key set to `None` is not
+    looked up.
     """)
     l2 = losses.L2(preds="preds.y", targets="batch.y")
     step_context = {"step": 0, "batch": {"y": np.ones(3)}, "preds": {"y": np.array([1.0, 2.0, 4.0])}}
@@ -137,6 +139,10 @@ def key_paths_wire_the_parts(lesson: Lesson):
         error = lesson.check_raises(KeyError, lambda: l2.get_state_from_context({"batch": {"y": ys[1]}, "preds": {"y": ys[0]}}),
                                     "L2 on a context without a step entry")
         lesson.check("Couldn't resolve path for 'step'" in str(error), "the error names the key step")
+        lesson.check_equal(kontext.get_keypaths(l2), {"preds": "preds.y", "targets": "batch.y", "step": "step", "mask": None},
+                           "L2's key fields and the paths they name")
+        lesson.check_equal(sorted(kontext.resolve_from_keyed_obj(step_context, l2)), ["preds", "step", "targets"],
+                           "the arguments resolve_from_keyed_obj finds for L2: mask, set to None, is not looked up")
 
     lesson.md("""
     ## A wrong key says what it could have meant

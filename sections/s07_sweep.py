@@ -98,13 +98,14 @@ def sweep_over_overrides(lesson: Lesson, workdir):
     lesson.md("""
     ## Kauldron's launcher runs the same loop as jobs, on Google's infrastructure
 
-    `kauldron.kxm`, the XManager launcher, reads `sweep()` when given `--xp.sweep=True`
-    (`--xp.sweep=a,b` combines `sweep_a()` and `sweep_b()` as a product) and, by default,
-    starts one work unit per dict: its training job, and one job per standalone
-    evaluator or job group (section 10), each a `kauldron/main.py` given every override
-    as a flag; without `--xp.sweep` it starts one work unit, with no overrides. It needs
-    Google's internal tools: from the PyPI package it does not even import. Section 10
-    runs one of these jobs from the command line, with the flags the launcher would pass.
+    `kauldron.kxm`, the XManager launcher, with its default `--xp` config (`kd_base.py`),
+    reads `sweep()` when given `--xp.sweep=True` (`--xp.sweep=a,b` combines `sweep_a()`
+    and `sweep_b()` as a product) and, by default, starts one work unit per dict: its
+    training job, and one job per standalone evaluator or job group (section 10), each a
+    `kauldron/main.py` given every override as a flag; without `--xp.sweep` it starts
+    one work unit, with no overrides. It needs Google's internal tools: from the PyPI
+    package it does not even import. Section 10 runs one of these jobs from the command
+    line, with the flags the launcher would pass.
     """)
     try:
         importlib.import_module("kauldron.kxm")
@@ -146,6 +147,12 @@ def sweep_over_overrides(lesson: Lesson, workdir):
                      and "for sweep_kwargs in itertools.product(*sweeps):" in sweeps,
                      "kxm's sweep names: sweep() for --xp.sweep=True, sweep_<name>() for each name given,"
                      " combined as a product", internal="reads Kauldron's source")
+        default_xp = library_text("kauldron", "xm/configs/kd_base.py")
+        lesson.check('"xp",\n      "third_party/py/kauldron/xm/configs/kd_base.py",' in library_text("kauldron", "xm/launch.py")
+                     and "sweep_info=kxm.KauldronSweep()," in default_xp
+                     and "new_sweep = dataclasses.replace(self.sweep_info, _sweep_value=self.sweep)" in experiment,
+                     "kxm's default --xp config, kd_base.py, sets sweep_info=kxm.KauldronSweep(), which the Experiment"
+                     " gives the --xp.sweep value: so --xp.sweep=True alone reads sweep()", internal="reads Kauldron's source")
         best = min(final_loss, key=final_loss.get)
         lesson.summary = f"{len(final_loss)} runs; best {final_loss[best]:.4f} ({best}); kxm does not import from PyPI"
 

@@ -34,7 +34,7 @@ def pipeline_as_config(lesson: Lesson):
     default, `None`, the pipeline repeats forever and `len()` raises `TypeError`. A last
     batch smaller than `batch_size` is dropped (`batch_drop_remainder=True` by default;
     64 examples in batches of 8 leave none): for eval data, `False` keeps it, `"pad"` fills
-    it up with zeros.
+    it up with zeros, and no mask: padded rows count in losses and metrics unless masked.
     """)
     raw = kd.data.py.DataSource(data_source=SyntheticImages(size=64), batch_size=8, shuffle=False,
                                 num_epochs=1, seed=0, num_workers=0)
@@ -77,6 +77,17 @@ def pipeline_as_config(lesson: Lesson):
                            (list(range(48, 56)), [56, 57, 58, 59], [56, 57, 58, 59, 0, 0, 0, 0]),
                            "the ids in the last batch of 60 examples in batches of 8, num_epochs=1:"
                            " by default, with batch_drop_remainder=False, with 'pad'")
+        import numpy as np
+
+        padded = last_batch(batch_drop_remainder="pad")
+        lesson.check_equal(sorted(padded), ["id", "image", "label"], "the features of the padded last batch: no mask added")
+        labels = padded["label"].astype(np.float32)  # 6, 7, 8, 9, then the padding's 0s
+        l2 = kd.losses.L2(preds="p", targets="t").get_state(preds=labels, targets=np.zeros(8, np.float32))
+        lesson.check_close(float(l2.compute()), float(np.mean(labels**2)),
+                           "kd.losses.L2 of the padded labels against 0: the mean over all 8 rows, padding included")
+        norm = kd.metrics.Norm(tensor="t").get_state(tensor=labels[:, None])
+        lesson.check_close(float(norm.compute()), float(np.mean(labels)),
+                           "kd.metrics.Norm of the padded labels: the mean over all 8 rows, padding included")
 
     lesson.md("""
     ## Transforms are config entries
@@ -144,11 +155,16 @@ def pipeline_as_config(lesson: Lesson):
                           " overridden to f32[16 3 8 8]")
 
 
-def last_batch_ids(**options) -> list[int]:
-    """The ids in the last batch of one pass over 60 examples in batches of 8, with `options`."""
+def last_batch(**options) -> dict:
+    """The last batch of one pass over 60 examples in batches of 8, with `options`."""
     batches = kd.data.py.DataSource(data_source=SyntheticImages(size=60), batch_size=8, shuffle=False, num_epochs=1,
                                     seed=0, num_workers=0, **options)
-    return [batch["id"].tolist() for batch in batches][-1]
+    return list(batches)[-1]
+
+
+def last_batch_ids(**options) -> list[int]:
+    """The ids in the last batch of one pass over 60 examples in batches of 8, with `options`."""
+    return last_batch(**options)["id"].tolist()
 
 
 def raw_images(count: int):

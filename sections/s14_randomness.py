@@ -119,7 +119,8 @@ def randomness_and_modes(lesson: Lesson, workdir):
     ## A stream of your own
 
     `NoisyMLP` draws noise from a stream called `noise`. The Trainer provides it once it
-    is listed: `kd.train.RngStreams([kd.train.RngStream("noise", eval=True)])`. Unlisted,
+    is listed: `kd.train.RngStreams([kd.train.RngStream("noise", eval=True)])`. Listed
+    streams are added to the three defaults; one of a default's name replaces it. Unlisted,
     the model still initialises (Flax falls back on the `params` stream), and its first
     training step raises Flax's `InvalidRngError`. A stream is off in evaluation unless
     `eval=True`. There its keys are folded with the eval batch's index, not the training
@@ -145,6 +146,11 @@ def randomness_and_modes(lesson: Lesson, workdir):
         lesson.check_equal([sorted(kd.train.RngStreams([kd.train.RngStream("noise", eval=e)], seed=0).eval_rngs(0))
                             for e in (False, True)], [[], ["noise"]],
                            "the streams eval_rngs gives with RngStream('noise'), then with eval=True")
+        lesson.check_equal(sorted(noisy.rng_streams.train_rngs(0)), ["default", "dropout", "noise"],
+                           "the streams of the noise Trainer's training steps: noise added to the defaults")
+        lesson.check_equal(sorted(kd.train.RngStreams([kd.train.RngStream("dropout", eval=True)], seed=0).eval_rngs(0)),
+                           ["dropout"], "the streams eval_rngs gives with RngStream('dropout', eval=True): it replaced"
+                           " the default dropout, off in evaluation")
         logged = [row["metrics/noise_mean"] for row in read_scalars(workdir / "noise", "eval").values()]
         by_batch_index = eval_noise_mean(noisy, lambda i: noisy.rng_streams.eval_rngs(i))
         lesson.check(all(np.isclose(value, by_batch_index, rtol=1e-5, atol=0) for value in logged),
@@ -173,9 +179,10 @@ def randomness_and_modes(lesson: Lesson, workdir):
     gradients and updates are computed: `grads.*`, `updates.*` and the losses' states
     included (its `params` and `opt_state` are those before the update). A loss runs
     earlier, inside the gradient: it sees only `step`, `batch`, `params`, `collections`,
-    `opt_state`, `preds` and `interms`. `train()` writes the same table to TensorBoard as
-    `context_spec`, with two more rows, `grads` and `updates`, that say they have the
-    parameters' structure.
+    `opt_state`, `preds` and `interms`. In an evaluator, which runs no backward pass, both
+    see only these seven: no `grads`, no `updates`, and no losses' states either.
+    `train()` writes the same table to TensorBoard as `context_spec`, with two more rows,
+    `grads` and `updates`, that say they have the parameters' structure.
     """)
     paths = etree.spec_like(kontext.flatten_with_path(trainer.context_specs))
     for path in ("batch.x", "preds.y", "interms.is_training[0]", "params.out.kernel", "grads.out.kernel"):
@@ -201,6 +208,15 @@ def randomness_and_modes(lesson: Lesson, workdir):
         loss_sees = {"step", "batch", "params", "collections", "opt_state", "preds", "interms"}
         lesson.check_equal(fields_set, {"loss": sorted(loss_sees), "metric": sorted(loss_sees | {"grads", "updates", "loss_states", "loss_total"})},
                            "the context fields set when a training step calls a loss, and a metric",
+                           internal="a loss and a metric that override get_state_from_context, the hook the step calls")
+        evaluator = dataclasses.replace(trainer.evals["eval"], losses={"probe": context_probe(seen, "eval loss")},
+                                        metrics={"probe": context_probe(seen, "eval metric")})
+        batch = next(iter(evaluator.ds_iter))
+        jax.eval_shape(lambda state, batch: evaluator.step(step_nr=0, state=state, batch=batch), states["seed-0"], batch)
+        lesson.check_equal({label: sorted(f.name for f in dataclasses.fields(seen[label]) if getattr(seen[label], f.name) is not None)
+                            for label in ("eval loss", "eval metric")},
+                           {"eval loss": sorted(loss_sees), "eval metric": sorted(loss_sees)},
+                           "the context fields set when an evaluator's step calls a loss, and a metric: a training loss's seven",
                            internal="a loss and a metric that override get_state_from_context, the hook the step calls")
         from sections.parts.randomness import Average
 

@@ -157,8 +157,9 @@ def gradient_accumulation(lesson: Lesson, workdir):
                      "with Adam, one step from the sum of the 4 batches' gradients also lands on ckpt_4 (within 1e-5)")
         lesson.check(max_difference(multi_steps_acc_grads(use_grad_mean=False), np.array([3.0])) == 0.0,
                      "optax.MultiSteps(use_grad_mean=False) given the gradients 1 and 2 accumulates their sum, 3")
-        keys = [np.asarray(trainer.rng_streams.train_rngs(step)["dropout"]) for step in (4, 5)]
-        lesson.check(not np.array_equal(*keys), "the dropout key of the train step at batch 4 is not that at batch 5")
+        lesson.check(not same(*dropout_gradients(trainer, steps=(4, 5))),
+                     "the step of a Trainer with dropout (section 14's DropoutMLP), from one state and batch (gradient_step"
+                     " 0) but state.step 4, then 5, accumulates other gradients: its dropout key follows state.step")
         lesson.fact("max_param_difference_vs_batches_of_32", {"1": max_difference(at_4.params, after_one),
                                                               "2": max_difference(state.params, state_32.params)})
 
@@ -201,8 +202,9 @@ def gradient_accumulation(lesson: Lesson, workdir):
     update. `grads` is that batch's gradient alone, not the mean accumulated so far (at
     step 5, of batches 4 and 5), and `updates`, what the optimizer returned, is zero
     but at the fourth batch of each 4 (steps 3 and 7). An evaluator counts batches too:
-    `EveryNSteps(2)` evaluates at steps 0, 2, 4, 6 and 8, and at 2 and 6 it scores again
-    the parameters it scored at 0 and 4, which no update has moved since.
+    `EveryNSteps(2)` evaluates at steps 0, 2, 4, 6 and 8: at 0, 4 and 8 it scores the
+    parameters after 0, 1 and 2 updates, and at 2 and 6 it scores again those it scored
+    at 0 and 4, which no update has moved since.
     """)
     print("step  losses/logcosh  grad_norm  update_norm")
     for step, row in logged.items():
@@ -227,8 +229,14 @@ def gradient_accumulation(lesson: Lesson, workdir):
         lesson.check_equal(sorted(evaluated), [0, 2, 4, 6, 8], "the steps EveryNSteps(2) evaluated at")
         lesson.check(evaluated[2] == evaluated[0] and evaluated[6] == evaluated[4],
                      "the evaluations at steps 2 and 6 = those at steps 0 and 4, exactly")
-        lesson.check(len({evaluated[step]["losses/logcosh"] for step in (0, 4, 8)}) == 3,
-                     "the evaluations at steps 0, 4 and 8 differ: each follows an update")
+        from sections.parts.regression import make_data
+
+        scored = {0: initial, 4: at_4.params, 8: state.params}  # after 0, 1 and 2 updates
+        lesson.check(all(np.isclose(evaluated[step]["losses/logcosh"], float(mean_logcosh(trainer, params, make_data("eval"))),
+                                    rtol=1e-5, atol=0) for step, params in scored.items())
+                     and len({evaluated[step]["losses/logcosh"] for step in scored}) == 3,
+                     "the eval losses at steps 0, 4 and 8 = the mean logcosh of the 128 eval rows (by jax) with the"
+                     " parameters after 0, 1 and 2 updates (ckpt_4's, train()'s), and differ")
 
     lesson.md("""
     ## A checkpoint taken halfway through an accumulation
@@ -340,6 +348,19 @@ def adam_update(params, grads, learning_rate: float):
     adam = optax.adam(learning_rate)
     updates, _ = adam.update(grads, adam.init(params), params)
     return optax.apply_updates(params, updates)
+
+
+def dropout_gradients(trainer, steps) -> list:
+    """The acc_grads after one train step of `trainer` with section 14's DropoutMLP as its
+    model, from its initial state and first batch, with state.step set to each of `steps`."""
+    import dataclasses
+
+    from sections.parts.randomness import DropoutMLP
+
+    dropping = dataclasses.replace(trainer, model=DropoutMLP(inputs="batch.x"), train_metrics={})
+    start, batch = dropping.init_state(), next(iter(dropping.train_ds.device_put(dropping.sharding.batch)))
+    return [dropping.trainstep.step(jax.tree.map(np.array, start.replace(step=np.asarray(step, start.step.dtype))),
+                                    batch)[0].opt_state.acc_grads for step in steps]  # copies: the step donates its input
 
 
 def multi_steps_acc_grads(**options) -> np.ndarray:

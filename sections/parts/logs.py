@@ -1,7 +1,7 @@
 """Reading back what a Kauldron run logged: TensorBoard's event files, with TensorBoard's
 own reader. A run writes one directory per collection in its workdir: `train/`, and one
-per evaluator (`test/`, `eval/`), each holding an event file per Trainer (each `konfig.resolve`):
-two `train()` calls on one Trainer write one."""
+per evaluator (`test/`, `eval/`), each holding an event file per Trainer that trains (each
+`train()` after a new `konfig.resolve`): two `train()` calls on one Trainer write one."""
 
 import pathlib
 
