@@ -662,6 +662,9 @@ def _become(request: dict, set_up: int) -> None:
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
+    # jax read JAX_PLATFORMS when the server imported it; a new process reads the command's.
+    if "jax" in sys.modules:
+        sys.modules["jax"].config.update("jax_platforms", os.environ.get("JAX_PLATFORMS") or None)
     tempfile.tempdir = None  # read from TMPDIR again, as a new process does: the server's imports set it
     flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
     output = os.open(request["output"], flags, 0o644)

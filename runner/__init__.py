@@ -80,7 +80,15 @@ class Runner:
         return self.with_the_rest(chosen, results, running), False
 
     def _in_this_process(self, chosen, show_result, results, running) -> None:
+        # Where this process holds an accelerator that one process holds at a time (a TPU), a
+        # lesson that starts Python processes runs in a worker on the CPU, its commands too:
+        # they could not open the chip, and would compare their CPU results with the chip's.
+        off_the_chip = environment.one_process_accelerator()
         for info in chosen:
+            if off_the_chip and info.starts_processes:
+                self._in_pool(1, [info], [info], lambda found: None, show_result, results, running, alone=True,
+                              on_cpu=True)
+                continue
             running.add(info.slug)
             print(self.banner(info))
             result = teaching.run(info, self.section_dir(info), durations.bound(info.slug, self.seconds))
@@ -91,14 +99,16 @@ class Runner:
             results.append(result)
 
     def _in_pool(self, workers, start_order, print_order, show_environment, show_result, results, running,
-                 alone=False) -> list:
+                 alone=False, on_cpu=False) -> list:
         """Runs sections in a pool, those marked `start_early` first (a long job in processes
         of their own then overlaps with the rest); prints each in `print_order`. A worker
         that dies breaks the pool: returns the sections left undone, to run again one by
-        one (none when `alone`: that section failed)."""
+        one (none when `alone`: that section failed). `on_cpu`: jax in the workers, and in
+        what they start, computes on the CPU."""
         pool = concurrent.futures.ProcessPoolExecutor(
             max_workers=workers, initializer=start_worker,
-            initargs=(self.no_compat, self.cache, self.workdir, self.warm_start), mp_context=worker_context(start_order))
+            initargs=(self.no_compat, self.cache, self.workdir, self.warm_start, on_cpu),
+            mp_context=worker_context(start_order))
         futures = {}
         status = Status(len(print_order))
         try:
@@ -191,12 +201,18 @@ def worker_context(chosen: list[registry.SectionInfo]):
     return processes.warm_context()
 
 
-def start_worker(no_compat: bool, cache: pathlib.Path | None, workdir: pathlib.Path, warm: str | None) -> None:
+def start_worker(no_compat: bool, cache: pathlib.Path | None, workdir: pathlib.Path, warm: str | None,
+                 on_cpu: bool = False) -> None:
     """Runs first in each worker process: the driver's process settings and fixes, and a
     process group of its own, so that stopping the run can stop the worker together with
     every process its sections started (those the warm-start server at `warm` forks for it
-    join the group)."""
+    join the group). `on_cpu`: jax here and in the processes it starts computes on the CPU
+    (the forkserver imported jax, which read JAX_PLATFORMS then: set it in both)."""
     os.setpgrp()
+    if on_cpu:
+        os.environ["JAX_PLATFORMS"] = "cpu"
+        if "jax" in sys.modules:
+            sys.modules["jax"].config.update("jax_platforms", "cpu")
     processes.use(warm)
     runtime.prepare(cache, workdir)
     if not no_compat:

@@ -284,3 +284,29 @@ def test_where_a_tpu_is_held_by_one_process_the_sections_run_in_one_and_more_job
                                        " open it: run with --jobs 1 (or JAX_PLATFORMS=cpu to run on the CPU)\n")
     monkeypatch.setenv("JAX_PLATFORMS", "cpu")  # jax kept off the chip: workers as on any CPU
     assert tutorial.default_jobs(registry.catalog()) > 1
+
+
+def test_where_one_process_holds_a_tpu_a_lesson_that_starts_processes_runs_on_the_cpu_in_a_worker(monkeypatch,
+                                                                                                  tmp_path):
+    """The tutorial's process holds the chip (--jobs 1): a lesson whose commands would open
+    it runs, with them, in a worker on the CPU; the others here, on the chip."""
+    import importlib.util
+
+    from harness import teaching
+    from runner import Runner
+
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *rest: object() if name == "libtpu" else find_spec(name, *rest))
+    monkeypatch.delenv("JAX_PLATFORMS", raising=False)
+    chosen = registry.select(registry.catalog(), ["konfig", "cli", "data"])
+    here, in_workers = [], []
+    runner = Runner(1, tmp_path, None, True, banner=lambda info: "")
+    monkeypatch.setattr(runner, "_in_pool", lambda workers, start, printed, *rest, on_cpu=False, **options:
+                        in_workers.append((workers, [info.slug for info in printed], on_cpu)))
+    monkeypatch.setattr(teaching, "run", lambda info, *rest: here.append(info.slug) or SectionResult.skipped(info, "-"))
+    runner._in_this_process(chosen, lambda result: None, [], set())
+    assert (here, in_workers) == (["konfig", "data"], [(1, ["cli"], True)])
+    monkeypatch.setenv("JAX_PLATFORMS", "cpu")  # jax kept off the chip: every lesson here
+    here.clear()
+    runner._in_this_process(chosen, lambda result: None, [], set())
+    assert here == ["konfig", "cli", "data"]

@@ -116,6 +116,15 @@ def test_a_warm_started_child_is_the_command_it_was_given(tmp_path):
         assert child.poll() is None
         child.kill()
         assert child.wait(10) == -signal.SIGKILL
+        # jax, imported by the server, read JAX_PLATFORMS there: a child reads its own, as a new process does
+        platforms = [sys.executable, "-m", "timeit", "-n", "1", "-r", "1",
+                     "import jax, sys; sys.stdout.write(f'platforms={jax.config.jax_platforms}; ')"]
+        for value, expected in (("cpu", "platforms=cpu;"), (None, "platforms=None;")):
+            env = {name: v for name, v in os.environ.items() if name != "JAX_PLATFORMS"}
+            env.update({"JAX_PLATFORMS": value} if value else {})
+            told = processes.start(platforms, env, tmp_path / "platforms.out")
+            assert isinstance(told, processes.WarmChild) and told.wait(60) == 0
+            assert expected in (tmp_path / "platforms.out").read_text()
     cold = processes.start(sleeping[:2] + ["json.tool", str(good)], dict(os.environ), tmp_path / "cold.out")
     assert isinstance(cold, subprocess.Popen) and cold.wait(60) == 0  # no server: started as usual
 
