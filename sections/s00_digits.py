@@ -81,10 +81,18 @@ def digits_end_to_end(lesson: Lesson, workdir):
     the config's `image="batch.image"` is the key path the Trainer feeds it from;
     `kt.typechecked` checks its arrays' shapes (section 4). The command names the file
     and sets what this run needs: where to write, and where the dataset is.
+
+    On a machine with one TPU, one process at a time holds the chip: once a notebook's
+    kernel has run jax, a `python -m kauldron.main` started from it cannot open the chip
+    and fails (`libtpu multi-process lockfile`). Start it where no process holds the chip
+    (a terminal, or a kernel that has not run jax), or on the CPU: `JAX_PLATFORMS=cpu`.
+    This tutorial runs such pages on the CPU there, kernel and commands.
     """)
     main_run = lesson.shell("python -m kauldron.main --cfg=configs/digits.py --cfg.workdir=$WORKDIR/run"
                             " --cfg.aux.data_dir=$WORKDIR/tensorflow_datasets",
                             background=True, shows=r"Starting training loop|collection=test losses")
+    with lesson.checks():
+        accelerator.check_one_chip(lesson)
 
     lesson.md("""
     ## The same config, resolved in Python
@@ -250,6 +258,8 @@ def digits_end_to_end(lesson: Lesson, workdir):
 
 
 import functools  # noqa: E402 - the checks' own
+
+from sections.parts import accelerator  # noqa: E402
 
 
 class CountedRows:

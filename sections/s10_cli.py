@@ -32,10 +32,15 @@ def experiment_from_the_command_line(lesson: Lesson, workdir):
     The command names the config file and overrides what it needs, by key path: the run
     length, the workdir, and here the optimizer, written as a Python call after `py::`
     (quoted, as bash needs for the parentheses).
+    On a machine with one TPU, a command started from a kernel that has run jax cannot
+    open the chip the kernel holds (section 0): this tutorial runs this page on the CPU
+    there, kernel and commands.
     """)
     lesson.shell("python -m kauldron.main --cfg=configs/regression.py --cfg.num_train_steps=50"
                  " --cfg.optimizer='py::optax.sgd(0.05)' --cfg.workdir=$WORKDIR/run",
                  shows=r"^(Creating workdir|Starting training loop)")
+    with lesson.checks():
+        accelerator.check_one_chip(lesson)
 
     lesson.md("""
     ## The workdir records what ran
@@ -266,3 +271,7 @@ def public_files_naming(*names: str) -> list[str]:
     root = pathlib.Path(importlib.util.find_spec("kauldron").origin).parent
     return sorted(str(path.relative_to(root)) for path in root.rglob("*.py")
                   if "_src" not in path.parts and any(name in path.read_text() for name in names))
+
+
+# How the lesson checks itself.
+from sections.parts import accelerator  # noqa: E402 - the checks' own, not the page's

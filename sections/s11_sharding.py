@@ -54,7 +54,8 @@ def data_parallel_training(lesson: Lesson, workdir):
     lesson.md("""
     ## On 8 devices, by default: the batch is split, the parameters are copied
 
-    `XLA_FLAGS=--xla_force_host_platform_device_count=8` makes jax see 8 CPU devices.
+    `XLA_FLAGS=--xla_force_host_platform_device_count=8` makes jax see 8 CPU devices, and
+    `JAX_PLATFORMS=cpu` makes it use them where it would take a TPU or GPU.
     `sections/parts/on_devices.py` (below) trains a config on all of them and prints how
     each array was placed. Each batch of 32 rows is split along its first axis, the mesh
     axis `devices`: 8 shards of 4 rows. So the batch size must be divisible by the device
@@ -62,7 +63,7 @@ def data_parallel_training(lesson: Lesson, workdir):
     `trainer.sharding.batch`): a batch of 30 rows cannot be placed. The parameters, and
     the optimizer state, are whole on every device (an empty partition spec).
     """)
-    lesson.shell("XLA_FLAGS=--xla_force_host_platform_device_count=8"
+    lesson.shell("JAX_PLATFORMS=cpu XLA_FLAGS=--xla_force_host_platform_device_count=8"
                  " python -m sections.parts.on_devices $WORKDIR/replicated.json",
                  shows=r"^(devices:|a batch of 30|batch\[|params\[)")
     with lesson.checks():
@@ -122,7 +123,7 @@ def data_parallel_training(lesson: Lesson, workdir):
     strategy's `opt_state=None` lets XLA propagate the parameters' sharding). Training
     sees the same numbers.
     """)
-    lesson.shell("XLA_FLAGS=--xla_force_host_platform_device_count=8"
+    lesson.shell("JAX_PLATFORMS=cpu XLA_FLAGS=--xla_force_host_platform_device_count=8"
                  " python -m sections.parts.on_devices $WORKDIR/fsdp.json",
                  shows=r"^(params\[|opt_state\[0\]\.(mu|nu))")
     print([round(row["losses/logcosh"], 6) for _, row in sorted(read_scalars(workdir / "fsdp", "train").items())])
@@ -158,20 +159,28 @@ def data_parallel_training(lesson: Lesson, workdir):
     """)
     tried = lesson.shell("python -m sections.parts.initialize_after json\n"
                          "python -m sections.parts.initialize_after jax.devices\n"
-                         "python -m sections.parts.initialize_after kauldron.main", shows=r"^after ")
+                         "python -m sections.parts.initialize_after kauldron.main", shows=r"^after ", check=False)
     with lesson.checks():
         import importlib.metadata
 
-        lesson.check("after json: initialize() accepted" in tried.output,
-                     "in a fresh process, initialize() after importing json alone is accepted (the control)")
-        lesson.check("after jax.devices: initialize() refused: jax.distributed.initialize() must be called before any"
-                     " JAX calls" in tried.output, "in a fresh process, initialize() after jax.devices() is refused")
-        kauldron_version = tuple(int(part) for part in importlib.metadata.version("kauldron").split(".")[:3])
-        refused_after_main = "after kauldron.main: initialize() refused" in tried.output
-        lesson.check(refused_after_main == (kauldron_version >= (1, 4, 4))
-                     and (refused_after_main or "after kauldron.main: initialize() accepted" in tried.output),
-                     "in a fresh process, initialize() after importing kauldron.main: refused from Kauldron 1.4.4,"
-                     " accepted in 1.4.2")
+        refused = network.sockets_refused()
+        claims = ["in a fresh process, initialize() after importing json alone is accepted (the control)",
+                  "in a fresh process, initialize() after jax.devices() is refused",
+                  "in a fresh process, initialize() after importing kauldron.main: refused from Kauldron 1.4.4,"
+                  " accepted in 1.4.2"]
+        if refused:
+            for claim in claims:
+                lesson.skip_check(claim, f"this machine refuses TCP sockets ({refused}): initialize() starts a"
+                                  " coordinator on loopback")
+        else:
+            lesson.check("after json: initialize() accepted" in tried.output, claims[0])
+            lesson.check("after jax.devices: initialize() refused: jax.distributed.initialize() must be called before"
+                         " any JAX calls" in tried.output, claims[1])
+            kauldron_version = tuple(int(part) for part in importlib.metadata.version("kauldron").split(".")[:3])
+            refused_after_main = "after kauldron.main: initialize() refused" in tried.output
+            lesson.check(refused_after_main == (kauldron_version >= (1, 4, 4))
+                         and (refused_after_main or "after kauldron.main: initialize() accepted" in tried.output),
+                         claims[2])
         lesson.check(not (replicated["distributed_initialized"] or fsdp["distributed_initialized"]),
                      "after training on 8 devices in one process, jax.distributed was not initialised")
         lesson.check_equal(files_naming(r"jax\.distributed|distributed\.initialize|import distributed"), [],
@@ -180,6 +189,8 @@ def data_parallel_training(lesson: Lesson, workdir):
         lesson.summary = (f"batch split {DEVICES} ways; FSDP shards enc.kernel to 16x4, Adam's moments alike;"
                           f" loss curves agree to {relative:.1g} relative")
 
+
+from sections.parts import network  # noqa: E402 - the checks' own, not the page's
 
 DEVICES = 8
 LOSS_RTOL = 1e-5  # 8 partial sums add floats in another order; measured up to 3.6e-6 relative

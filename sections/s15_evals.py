@@ -35,12 +35,16 @@ def evaluators_and_summaries(lesson: Lesson, workdir):
     eval job does. It also adds two summaries and a checkpoint every 20 steps. Training
     runs the evaluators that run along training, here `heldout`, and writes each one's
     results under `workdir/<its name>/`.
+    On a machine with one TPU, a command started from a kernel that has run jax cannot
+    open the chip the kernel holds (section 0): this tutorial runs this page on the CPU
+    there, kernel and commands.
     """)
     lesson.shell("python -m kauldron.main --cfg=configs/heldout.py --cfg.workdir=$WORKDIR/run",
                  shows=r"Starting training loop|collection=heldout losses")
     print(sorted(path.name for path in (workdir / "run").iterdir()))
     print(sorted(path.name for path in (workdir / "run" / "checkpoints").iterdir()))
     with lesson.checks():
+        accelerator.check_one_chip(lesson)
         lesson.check((workdir / "run" / "heldout").is_dir()
                      and not (workdir / "run" / "every").exists() and not (workdir / "run" / "final").exists(),
                      "training ran the evaluator heldout, and neither every nor final")
@@ -242,6 +246,7 @@ from unittest import mock  # noqa: E402
 import numpy as np  # noqa: E402
 
 from sections.parts.regression import make_data  # noqa: E402
+from sections.parts import accelerator  # noqa: E402
 
 
 STOP_AFTER = 1000  # sleeps before the checks stop a wait that would go on: 100 times its timeout and more

@@ -132,6 +132,9 @@ def serve_without_kauldron(lesson: Lesson, workdir):
     them is there. Its predictions are the model's own with the checkpoint's parameters,
     bit for bit; the batch size is free, and rows of the wrong width are refused with
     the shape it expects.
+    On a machine with one TPU, a command started from a kernel that has run jax cannot
+    open the chip the kernel holds (section 0): this tutorial runs this page on the CPU
+    there, kernel and commands.
     """)
     np.save(workdir / "inputs.npy", x)
     serve = lesson.shell("python -X importtime -m sections.parts.serve_exported $WORKDIR/run/eval_model.jax_exported"
@@ -142,6 +145,7 @@ def serve_without_kauldron(lesson: Lesson, workdir):
     own_20 = np.asarray(trainer.model.apply({"params": ckpt_20.params}, x, is_training_property=False)["y"])
     print("served = the model's own with ckpt_20:", np.array_equal(served, own_20))
     with lesson.checks():
+        accelerator.check_one_chip(lesson)
         imported = imported_packages(serve.output)
         lesson.check({"jax", "orbax", "numpy"} <= imported and not imported & {"kauldron", "flax", "tensorflow"},
                      "the serving process imported jax, orbax and numpy, and none of kauldron, flax and tensorflow")
@@ -221,3 +225,7 @@ def export_batchnorm_model(trainer, state, x, is_training: bool) -> dict:
     # from a jitted one by an ulp or so, which np.allclose's relative default rejects near 0.
     return {**{what: bool(np.allclose(preds, value, atol=1e-5)) for what, value in candidates.items()},
             "arguments": sorted(exported.in_tree.unflatten(exported.in_avals)[1])}
+
+
+# How the lesson checks itself.
+from sections.parts import accelerator  # noqa: E402 - the checks' own, not the page's

@@ -57,7 +57,8 @@ def two_processes_one_job(lesson: Lesson, workdir):
     `--process_id`: it joins the job, then runs `kauldron.main` on
     `configs/multihost.py` (below), the regression experiment for 20 steps with a
     checkpoint at the end and an evaluator. `XLA_FLAGS` gives each process 4 CPU
-    devices. jax's coordinator listens on every interface (`[::]:PORT`) unless told
+    devices (where jax would take a TPU, one process at a time holds the chip: this
+    tutorial runs this page on the CPU there, as `JAX_PLATFORMS=cpu` does). jax's coordinator listens on every interface (`[::]:PORT`) unless told
     otherwise, an open, unauthenticated port: `JAX_COORDINATOR_BIND_ADDRESS` binds it to
     loopback (on a cluster, bind it to the job's private network; gloo listens on the
     address the host name resolves to). The third command trains the same experiment
@@ -212,6 +213,7 @@ from kauldron import kd, konfig  # noqa: E402
 
 from configs import multihost as multihost_config  # noqa: E402
 from harness.processes import is_loopback, listening  # noqa: E402
+from sections.parts.network import sockets_refused  # noqa: E402
 
 LOSS_RTOL = 1e-5  # as in section 11: 8 partial sums added in another order
 
@@ -226,10 +228,9 @@ def alive(pids: list[int]) -> bool:
 def skip_without_sockets(lesson: Lesson) -> None:
     """A machine that refuses TCP sockets, loopback included (a sandbox can), cannot run a
     job whose processes meet over TCP: the section is skipped there, saying so."""
-    try:
-        socket.socket().close()
-    except OSError as error:
-        lesson.skip(f"this machine refuses TCP sockets, loopback included ({error.strerror}): the processes of a"
+    refused = sockets_refused()
+    if refused:
+        lesson.skip(f"this machine refuses TCP sockets, loopback included ({refused}): the processes of a"
                     " JAX job meet over TCP")
 
 
