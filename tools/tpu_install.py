@@ -1,12 +1,15 @@
 """Installs the tutorial's Python 3.11 pins on a TPU machine without internet, beside the
-JAX and libtpu it has: from its own package index where that has a pin, else the
-wheelhouse carried there (tools/tpu_wheels.sh builds it), into TARGET, which then goes at
-the END of PYTHONPATH so that the machine's JAX stays first.
+JAX and libtpu it has. Two steps:
 
-    python3 tools/tpu_install.py /tmp/site --index /opt/pypi/simple --wheels .whl-tpu
+    python3 tools/tpu_install.py wheels .whl-tpu        # where pip reaches PyPI
+    python3 tools/tpu_install.py install /tmp/site --index /opt/pypi/simple --wheels .whl-tpu   # there
 
-Prints what it took from where, and what neither had (kept out: what the tutorial does
-not import, or a version the index lacks, said in one line each).
+`wheels` fetches the pins that machine's index lacks (tools/tpu-wheels.txt) as Python 3.11
+manylinux wheels, and builds one for a pin PyPI has only as source. `install` takes every
+other pin from the machine's own index, at the index's version where it lacks the pin,
+and the carried wheels, into TARGET, which then goes at the END of PYTHONPATH so that the
+machine's JAX stays first (TARGET/bin holds the console scripts: `tensorboard`,
+`kauldron`). It prints what it took from where, and what neither had.
 """
 
 import argparse
@@ -34,19 +37,30 @@ def pins() -> dict[str, str]:
     return found
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("target")
-    parser.add_argument("--index", default="/opt/pypi/simple")
-    parser.add_argument("--wheels", default=".whl-tpu")
-    args = parser.parse_args()
-    carried = {normal(path.name.split("-")[0]): path for path in pathlib.Path(args.wheels).glob("*.whl")}
+def wheels(folder: pathlib.Path) -> None:
+    """The wheels of tools/tpu-wheels.txt, for CPython 3.11 on manylinux x86-64, into `folder`."""
+    listed = [line.split("#")[0].strip() for line in (ROOT / "tools" / "tpu-wheels.txt").read_text().splitlines()]
+    sources = [line.split("#")[0].strip() for line in (ROOT / "tools" / "tpu-wheels.txt").read_text().splitlines()
+               if "# sdist" in line]
+    binary = [pin for pin in listed if pin and pin not in sources]
+    platforms = ["manylinux_2_28_x86_64", "manylinux2014_x86_64", "manylinux1_x86_64", "any"]
+    subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:",
+                    "--python-version", "3.11", "--implementation", "cp",
+                    *(option for platform in platforms for option in ("--platform", platform)), "-d", str(folder),
+                    *binary], check=True)
+    # Pure Python (checked: a py3-none-any wheel comes out), so built here for any machine.
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(folder), *sources], check=True)
+    print(f"{len(list(folder.glob('*.whl')))} wheels in {folder}")
+
+
+def install(target: str, index: str, folder: str) -> None:
+    carried = {normal(path.name.split("-")[0]): path for path in pathlib.Path(folder).glob("*.whl")}
     from_index, other_version, missing = [], [], []
     for name, version in sorted(pins().items()):
         if name in KEEP or name in carried:
             continue
         for candidate in filter(None, (name, ALSO.get(name))):
-            listed = pathlib.Path(args.index) / candidate
+            listed = pathlib.Path(index) / candidate
             # A PEP 503 index: a page per project listing its files.
             pages = " ".join(path.read_text(errors="replace") for path in listed.glob("*")) if listed.is_dir() else ""
             if re.search(rf"-{re.escape(version)}[-.]", pages):
@@ -60,9 +74,26 @@ def main() -> int:
     print(f"{len(carried)} carried; from the index: {len(from_index)} pinned, {len(other_version)} at its own version"
           f" ({', '.join(other_version)}); in neither: {', '.join(missing) or 'none'}", flush=True)
     common = [sys.executable, "-m", "pip", "install", "--isolated", "-q", "--no-deps", "--no-compile",
-              "--no-cache-dir", "--upgrade", "--target", args.target]
-    subprocess.run([*common, "--index-url", f"file://{args.index}", *from_index, *other_version], check=True)
-    subprocess.run([*common, "--no-index", *map(str, carried.values())], check=True)
+              "--no-cache-dir", "--upgrade", "--target", target]
+    # One pip: a second `--target --upgrade` would replace the first's TARGET/bin, scripts and all.
+    subprocess.run([*common, "--index-url", f"file://{index}", *from_index, *other_version,
+                    *map(str, carried.values())], check=True)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    steps = parser.add_subparsers(dest="step", required=True)
+    fetch = steps.add_parser("wheels", help="where pip reaches PyPI: fetch and build the wheels to carry")
+    fetch.add_argument("folder", type=pathlib.Path)
+    there = steps.add_parser("install", help="on the TPU machine: install from its index and the carried wheels")
+    there.add_argument("target")
+    there.add_argument("--index", default="/opt/pypi/simple")
+    there.add_argument("--wheels", default=".whl-tpu")
+    args = parser.parse_args()
+    if args.step == "wheels":
+        wheels(args.folder)
+    else:
+        install(args.target, args.index, args.wheels)
     return 0
 
 
