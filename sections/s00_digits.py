@@ -84,9 +84,10 @@ def digits_end_to_end(lesson: Lesson, workdir):
 
     On a machine with one TPU, one process at a time holds the chip: once a notebook's
     kernel has run jax, a `python -m kauldron.main` started from it cannot open the chip
-    and fails (`libtpu multi-process lockfile`). Start it where no process holds the chip
-    (a terminal, or a kernel that has not run jax), or on the CPU: `JAX_PLATFORMS=cpu`.
-    This tutorial runs such pages on the CPU there, kernel and commands.
+    and fails (`libtpu multi-process lockfile`), from a terminal too: the lock is the
+    machine's. Start it once no process holds the chip (shut the kernel down, or use one
+    that has not run jax), or on the CPU: `JAX_PLATFORMS=cpu`. This tutorial runs such
+    pages on the CPU there, kernel and commands.
     """)
     main_run = lesson.shell("python -m kauldron.main --cfg=configs/digits.py --cfg.workdir=$WORKDIR/run"
                             " --cfg.aux.data_dir=$WORKDIR/tensorflow_datasets",

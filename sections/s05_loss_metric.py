@@ -46,7 +46,7 @@ def loss_and_metric(lesson: Lesson):
 
     `LogCosh.get_values` returns one value per element. Called with arrays, the loss
     averages them; `weight=0.5` halves the result. Kauldron's built-in `kd.losses.L2` has
-    the same shape. (Its values agree with numpy's to five digits on a CPU; on a TPU,
+    the same shape. (LogCosh's values agree with numpy's to five digits on a CPU; on a TPU,
     whose float32 `log` and `cosh` are less exact, to four: the checks allow for it.)
     """)
     rng = np.random.default_rng(0)

@@ -34,7 +34,8 @@ def pipeline_as_config(lesson: Lesson):
     default, `None`, the pipeline repeats forever and `len()` raises `TypeError`. A last
     batch smaller than `batch_size` is dropped (`batch_drop_remainder=True` by default;
     64 examples in batches of 8 leave none): for eval data, `False` keeps it, `"pad"` fills
-    it up with zeros, and no mask: padded rows count in losses and metrics unless masked.
+    it up with zeros, and no mask: a loss or metric given the batch counts the padded rows
+    unless masked.
     """)
     raw = kd.data.py.DataSource(data_source=SyntheticImages(size=64), batch_size=8, shuffle=False,
                                 num_epochs=1, seed=0, num_workers=0)
@@ -84,10 +85,10 @@ def pipeline_as_config(lesson: Lesson):
         labels = padded["label"].astype(np.float32)  # 6, 7, 8, 9, then the padding's 0s
         l2 = kd.losses.L2(preds="p", targets="t").get_state(preds=labels, targets=np.zeros(8, np.float32))
         lesson.check_close(float(l2.compute()), float(np.mean(labels**2)),
-                           "kd.losses.L2 of the padded labels against 0: the mean over all 8 rows, padding included")
+                           "kd.losses.L2 given the padded labels and 0s: the mean over all 8 rows, padding included")
         norm = kd.metrics.Norm(tensor="t").get_state(tensor=labels[:, None])
         lesson.check_close(float(norm.compute()), float(np.mean(labels)),
-                           "kd.metrics.Norm of the padded labels: the mean over all 8 rows, padding included")
+                           "kd.metrics.Norm given the padded labels: the mean over all 8 rows, padding included")
 
     lesson.md("""
     ## Transforms are config entries

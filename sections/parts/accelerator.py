@@ -38,12 +38,12 @@ def matmul_rel() -> float:
 
 
 def check_one_chip(lesson) -> None:
-    """On a machine with a TPU (libtpu installed), which the tutorial's own process holds:
-    a Python program left to open it (JAX_PLATFORMS unset) fails, saying why. Elsewhere a
-    skipped check."""
+    """Where libtpu is installed, as on a TPU machine, whose chip the tutorial's own process
+    holds: a Python program left to open it (JAX_PLATFORMS unset) fails, saying why.
+    Elsewhere a skipped check."""
     claim = "a Python program that opens the TPU while another process holds it fails: libtpu's lockfile"
     if importlib.util.find_spec("libtpu") is None:
-        lesson.skip_check(claim, "no TPU here (libtpu is not installed)")
+        lesson.skip_check(claim, "libtpu is not installed here: no TPU")
         return
     env = {name: value for name, value in os.environ.items() if name != "JAX_PLATFORMS"}
     opened = subprocess.run([sys.executable, "-c", "import jax; jax.devices()"], env=env, capture_output=True,

@@ -1,7 +1,8 @@
 """Reading back what a Kauldron run logged: TensorBoard's event files, with TensorBoard's
 own reader. A run writes one directory per collection in its workdir: `train/`, and one
-per evaluator (`test/`, `eval/`), each holding an event file per Trainer that trains (each
-`train()` after a new `konfig.resolve`): two `train()` calls on one Trainer write one."""
+per evaluator (`test/`, `eval/`), each holding an event file per writer that logged to it: a
+Trainer's `train()`, an evaluator's `evaluate()`, an eval job (each Trainer, and each
+evaluator, has a writer of its own); two `train()` calls on one Trainer write one."""
 
 import pathlib
 

@@ -1,6 +1,6 @@
 """Trains a Kauldron config on every device this process has, and prints how it was sharded.
 
-    XLA_FLAGS=--xla_force_host_platform_device_count=8 \\
+    JAX_PLATFORMS=cpu XLA_FLAGS=--xla_force_host_platform_device_count=8 \\
         python -m sections.parts.on_devices CONFIG.json
 
 CONFIG.json is a config written with `cfg.to_json()` (section 1). This resolves it,
