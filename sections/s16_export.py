@@ -133,8 +133,9 @@ def serve_without_kauldron(lesson: Lesson, workdir):
     bit for bit; the batch size is free, and rows of the wrong width are refused with
     the shape it expects.
     On a machine with one TPU, a command started from a kernel that has run jax cannot
-    open the chip the kernel holds (section 0): this tutorial runs this page on the CPU
-    there, kernel and commands.
+    open the chip the kernel holds (section 0), and the page compares the kernel's numbers
+    with the commands': there, set `JAX_PLATFORMS=cpu` before the kernel starts jax (its
+    commands inherit it), as this tutorial does for this page.
     """)
     np.save(workdir / "inputs.npy", x)
     serve = lesson.shell("python -X importtime -m sections.parts.serve_exported $WORKDIR/run/eval_model.jax_exported"

@@ -45,8 +45,8 @@ def an_nnx_model(lesson: Lesson, workdir):
     flax 0.12 (0.12.8 and 0.12.12 here) warns that `sow` is deprecated; flax 0.12.12's
     flag `nnx_sow_capture_noop` (off by default) makes such a `sow` do nothing, leaving
     the metric nothing to read. (The checks compare with numpy: within 1e-5 on a CPU; on
-    a TPU, where jax's default precision multiplies float32 in one bfloat16 pass, within
-    that rounding, 2**-8 of the products' magnitude.)
+    a TPU, where jax's default precision rounds each float32 factor to bfloat16, within
+    2**-7 of the products' magnitude.)
     """)
     cfg = regression_config.get_config()
     cfg.workdir, cfg.num_train_steps = str(workdir / "run"), 100

@@ -56,9 +56,9 @@ def two_processes_one_job(lesson: Lesson, workdir):
     Each process runs `sections/parts/distributed_main.py` (below) with its own
     `--process_id`: it joins the job, then runs `kauldron.main` on
     `configs/multihost.py` (below), the regression experiment for 20 steps with a
-    checkpoint at the end and an evaluator. `XLA_FLAGS` gives each process 4 CPU
-    devices (where jax would take a TPU, one process at a time holds the chip: this
-    tutorial runs this page on the CPU there, as `JAX_PLATFORMS=cpu` does). jax's coordinator listens on every interface (`[::]:PORT`) unless told
+    checkpoint at the end and an evaluator. `JAX_PLATFORMS=cpu` and `XLA_FLAGS` give
+    each process 4 CPU devices, even where jax would take a TPU (one process at a time
+    holds a chip) or a GPU. jax's coordinator listens on every interface (`[::]:PORT`) unless told
     otherwise, an open, unauthenticated port: `JAX_COORDINATOR_BIND_ADDRESS` binds it to
     loopback (on a cluster, bind it to the job's private network; gloo listens on the
     address the host name resolves to). The third command trains the same experiment
@@ -66,13 +66,13 @@ def two_processes_one_job(lesson: Lesson, workdir):
     script (a `%%bash` cell in a notebook): each `&` starts a process in the
     background, and `wait` waits for all three.
     """)
-    job = lesson.shell("""JAX_COORDINATOR_BIND_ADDRESS=127.0.0.1:$PORT XLA_FLAGS=--xla_force_host_platform_device_count=4 \\
+    job = lesson.shell("""JAX_PLATFORMS=cpu JAX_COORDINATOR_BIND_ADDRESS=127.0.0.1:$PORT XLA_FLAGS=--xla_force_host_platform_device_count=4 \\
       python -m sections.parts.distributed_main --coordinator_address=127.0.0.1:$PORT --num_processes=2 \\
       --process_id=0 --cfg=configs/multihost.py --cfg.workdir=$WORKDIR/job &
-    JAX_COORDINATOR_BIND_ADDRESS=127.0.0.1:$PORT XLA_FLAGS=--xla_force_host_platform_device_count=4 \\
+    JAX_PLATFORMS=cpu JAX_COORDINATOR_BIND_ADDRESS=127.0.0.1:$PORT XLA_FLAGS=--xla_force_host_platform_device_count=4 \\
       python -m sections.parts.distributed_main --coordinator_address=127.0.0.1:$PORT --num_processes=2 \\
       --process_id=1 --cfg=configs/multihost.py --cfg.workdir=$WORKDIR/job &
-    python -m kauldron.main --cfg=configs/multihost.py --cfg.workdir=$WORKDIR/reference &
+    JAX_PLATFORMS=cpu python -m kauldron.main --cfg=configs/multihost.py --cfg.workdir=$WORKDIR/reference &
     wait""", background=True, shows=r"^process 0 of 2")
     with lesson.checks():
         listeners = listening_while_running(job)
@@ -153,7 +153,7 @@ def two_processes_one_job(lesson: Lesson, workdir):
     `InMemoryPipeline` is not checkpointed, so the resumed run reads its batches again
     from the first.
     """)
-    resumed = lesson.shell("python -m kauldron.main --cfg=configs/multihost.py --cfg.workdir=$WORKDIR/job"
+    resumed = lesson.shell("JAX_PLATFORMS=cpu python -m kauldron.main --cfg=configs/multihost.py --cfg.workdir=$WORKDIR/job"
                            " --cfg.num_train_steps=40", shows=r"^Starting training loop")
     print(sorted(path.name for path in (workdir / "job" / "checkpoints").iterdir()))
     print(sorted(read_scalars(workdir / "job", "train")))
@@ -184,9 +184,9 @@ def two_processes_one_job(lesson: Lesson, workdir):
     and jaxlib to 0.12.0.1 works too. Two processes that sum an array twice, forgetting
     their compiled programs in between, show it (`sections/parts/allreduce_hang.py`).
     """)
-    hang = lesson.shell("""JAX_COORDINATOR_BIND_ADDRESS=127.0.0.1:$PORT XLA_FLAGS=--xla_force_host_platform_device_count=4 \\
+    hang = lesson.shell("""JAX_PLATFORMS=cpu JAX_COORDINATOR_BIND_ADDRESS=127.0.0.1:$PORT XLA_FLAGS=--xla_force_host_platform_device_count=4 \\
       python -m sections.parts.allreduce_hang --port=$PORT --process_id=0 --cache_dir=$WORKDIR/sums-cache &
-    JAX_COORDINATOR_BIND_ADDRESS=127.0.0.1:$PORT XLA_FLAGS=--xla_force_host_platform_device_count=4 \\
+    JAX_PLATFORMS=cpu JAX_COORDINATOR_BIND_ADDRESS=127.0.0.1:$PORT XLA_FLAGS=--xla_force_host_platform_device_count=4 \\
       python -m sections.parts.allreduce_hang --port=$PORT --process_id=1 --cache_dir=$WORKDIR/sums-cache &
     wait""", check=False, shows=r"^0 ")  # process 0's lines: a notebook interleaves the two processes'
     print("jaxlib", jaxlib.__version__)
