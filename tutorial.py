@@ -30,7 +30,7 @@ import time  # noqa: E402
 
 import presenting  # noqa: E402
 from presenting import report as reporting, terminal  # noqa: E402
-from harness import environment, processes, registry, runtime  # noqa: E402
+from harness import environment, registry, runtime, warm_start  # noqa: E402
 from harness.results import Report, SectionResult  # noqa: E402
 from runner import Runner  # noqa: E402
 from runner.interrupts import CtrlC  # noqa: E402
@@ -192,7 +192,7 @@ def main(argv: list[str]) -> int:
     jobs = min(args.jobs or default_jobs(chosen), len(chosen))
     report = Report(workdir=str(workdir), workdir_removed=remove_workdir, jobs=jobs)
     if args.no_warm_start:
-        processes.turn_warm_start_off()
+        warm_start.turn_warm_start_off()
     plots = {"dir": plots_dir}
     runner = Runner(jobs, workdir, cache, args.no_compat, banner=terminal.section_banner)
     try:

@@ -26,7 +26,7 @@ def report_failure(fix: compat.FixReport) -> None:
 def run_module(module: str, args: list[str]) -> None:
     """Runs `module` as `python -m module args` does: as `__main__`, with `sys.argv` set.
     The one way the tutorial runs a module in a process that is already running (here,
-    and in a child forked by the warm-start server, harness/processes.py)."""
+    and in a child forked by the warm-start server, harness/warm_start.py)."""
     import importlib.util
 
     try:

@@ -64,9 +64,6 @@ class Lesson:
         self.skipped_checks: list[dict[str, Any]] = []  # claims this run could not check, and why
         self.figure: tuple[str, bytes] | None = None  # (title, PNG), drawn by the page's own code
         self.figure_step: int | None = None
-        self.in_checks = False
-        # Commands started in the background: the runner waits for them when the step ends.
-        self.background: list[Any] = []
         self._run_shell = run_shell
         # What must be undone when the lesson ends, however it ends (a child it started).
         self.cleanup = contextlib.ExitStack()
@@ -88,7 +85,7 @@ class Lesson:
         regular expression; the page shows only the lines of its output that match
         (absl's prefix dropped), else all of them. `check`: a non-zero exit fails the
         lesson, in one line. Bounds: its processes may all print nothing for
-        processes.QUIET_SECONDS, and it may run `timeout` seconds (None: as long as the
+        shell.QUIET_SECONDS, and it may run `timeout` seconds (None: as long as the
         section's own bound allows); past one, they are stopped and the lesson fails in
         one line that says which and for how long."""
         if self._run_shell is None:
@@ -98,12 +95,9 @@ class Lesson:
 
     @contextlib.contextmanager
     def checks(self):
-        """The block checks the step beside its code: a page folds it under the step."""
-        self.in_checks = True
-        try:
-            yield self
-        finally:
-            self.in_checks = False
+        """The block checks the step beside its code: a page folds it under the step (the
+        lesson format reads the `with` statement; running, it only yields the lesson)."""
+        yield self
 
     # -- checks and facts ------------------------------------------------------------
 

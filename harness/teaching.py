@@ -5,7 +5,7 @@ as a `SectionResult`.
 The program (harness/program.py) runs in one namespace: the section module's (its setup
 and helpers), with `lesson` and `workdir`. While it runs, `$WORKDIR` is set and the
 current directory is the repository, as in a kernel started there. A shell block runs its
-command (harness/processes.py); one in the `background` goes on while the step's next
+command (harness/shell.py); one in the `background` goes on while the step's next
 blocks run, and the step ends when it has, or, `needed_by` a later step, while the steps
 between run, and that step starts when it has.
 """
@@ -27,7 +27,7 @@ import time
 import traceback
 from typing import Any
 
-from harness import bounds, processes, program as lesson_format, runtime
+from harness import bounds, processes, program as lesson_format, runtime, shell
 from harness.lesson import CheckFailed, Lesson, LessonFailed, SkipSection
 from harness.registry import SectionInfo, section_file
 from harness.results import SectionResult
@@ -112,7 +112,7 @@ class _Teacher:
         self.steps: list[dict[str, Any]] = []
         self.block: dict[str, Any] | None = None  # the record of the block running
         self.background: list[_Background] = []
-        self.shells: list[processes.Shell] = []  # every command started, to stop if the section is stuck
+        self.shells: list[shell.Shell] = []  # every command started, to stop if the section is stuck
 
     def teach(self, source: lesson_format.Program, module) -> None:
         namespace = dict(vars(module), lesson=self.lesson, workdir=self.workdir)
@@ -165,7 +165,7 @@ class _Teacher:
         record.update(command=command, printed="")
         self.lesson.tell(textwrap.indent("$ " + command.replace("\n", "\n  "), INDENT) + "\n")
         with processes.ctrl_c_held():
-            running = processes.Shell(command, self.workdir, timeout)
+            running = shell.Shell(command, self.workdir, timeout)
             self.lesson.cleanup.callback(running.kill)
             self.shells.append(running)
         if background:
@@ -175,12 +175,12 @@ class _Teacher:
             return running
         return self._finish(running, record, shows, check)
 
-    def _finish(self, running: processes.Shell, record: dict, shows: str | None, check: bool, step: int = -1):
+    def _finish(self, running: shell.Shell, record: dict, shows: str | None, check: bool, step: int = -1):
         try:
             running.wait()
         except processes.ProcessFailed as e:
             raise LessonFailed(str(e)) from None
-        shown = processes.excerpt(running.output, shows)
+        shown = shell.excerpt(running.output, shows)
         record.update(printed=shown + "\n" if shown else "", output_lines=len(running.output.splitlines()))
         self.steps[step]["printed"] += record["printed"]
         if shown:
@@ -223,7 +223,7 @@ class _Teacher:
 class _Background:
     """A shell block's command running in the background."""
 
-    running: processes.Shell
+    running: shell.Shell
     record: dict[str, Any]  # its block's record, where its output goes
     shows: str | None
     check: bool

@@ -1,5 +1,5 @@
 """What every training lesson and its child processes import, imported once by the process
-that forks them all: multiprocessing's forkserver (harness/processes.py's `warm_context`),
+that forks them all: multiprocessing's forkserver (harness/warm_start.py's `warm_context`),
 which forks the --jobs workers and the warm-start server, which forks the lessons'
 children. Each starts with it instead of paying about 8 CPU seconds of its own.
 Importing starts no jax backend, so forking after it is safe."""

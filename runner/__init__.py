@@ -21,7 +21,7 @@ import signal
 import sys
 from typing import Callable
 
-from harness import bounds, processes, registry, runtime, teaching
+from harness import bounds, processes, registry, runtime, teaching, warm_start
 from harness.results import SectionResult
 from harness import environment
 from runner import durations
@@ -54,12 +54,12 @@ class Runner:
         # workers are, by the forkserver that has imported what they need.
         warm = any(info.starts_processes for info in chosen)
         try:
-            with processes.server() if warm else contextlib.nullcontext() as self.warm_start:
+            with warm_start.server() if warm else contextlib.nullcontext() as self.warm_start:
                 if self.jobs == 1:
                     if any(info.trains for info in chosen):  # as the forkserver does: see warm_imports
                         import harness.warm_imports  # noqa: F401
                     show_environment(None)
-                    with processes.used_here(self.warm_start):
+                    with warm_start.used_here(self.warm_start):
                         self._in_this_process(chosen, show_result, results, running)
                 else:
                     # The workers report the environment with their results: this process
@@ -198,7 +198,7 @@ def worker_context(chosen: list[registry.SectionInfo]):
     little."""
     if not any(info.trains for info in chosen) or "forkserver" not in multiprocessing.get_all_start_methods():
         return multiprocessing.get_context("spawn")
-    return processes.warm_context()
+    return warm_start.warm_context()
 
 
 def start_worker(no_compat: bool, cache: pathlib.Path | None, workdir: pathlib.Path, warm: str | None,
@@ -213,7 +213,7 @@ def start_worker(no_compat: bool, cache: pathlib.Path | None, workdir: pathlib.P
         os.environ["JAX_PLATFORMS"] = "cpu"
         if "jax" in sys.modules:
             sys.modules["jax"].config.update("jax_platforms", "cpu")
-    processes.use(warm)
+    warm_start.use(warm)
     runtime.prepare(cache, workdir)
     if not no_compat:
         import compat

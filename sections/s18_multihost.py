@@ -212,8 +212,7 @@ import psutil  # noqa: E402
 from kauldron import kd, konfig  # noqa: E402
 
 from configs import multihost as multihost_config  # noqa: E402
-from harness.processes import is_loopback, listening  # noqa: E402
-from sections.parts.network import sockets_refused  # noqa: E402
+from sections.parts.network import is_loopback, listening, sockets_refused  # noqa: E402
 
 LOSS_RTOL = 1e-5  # as in section 11: 8 partial sums added in another order
 

@@ -2,6 +2,7 @@
 
 import contextlib
 import json
+import multiprocessing.process
 import os
 import pathlib
 import re
@@ -40,12 +41,15 @@ def pytest_xdist_auto_num_workers(config) -> int:
 @pytest.fixture(autouse=True)
 def fast_tests_start_no_process(request, monkeypatch):
     """The fast tier (`pytest -m "not slow"`) runs in this process: a test that starts a
-    process fails at once, saying it belongs to the slow tier."""
+    process (subprocess, os.fork, multiprocessing) fails at once, saying it belongs to the
+    slow tier."""
     if request.node.get_closest_marker("slow") is None:
         def refuse(*args, **kwargs):
             raise AssertionError(f"{request.node.name} starts a process: mark it @pytest.mark.slow")
 
         monkeypatch.setattr(subprocess, "Popen", refuse)
+        monkeypatch.setattr(os, "fork", refuse)
+        monkeypatch.setattr(multiprocessing.process.BaseProcess, "start", refuse)  # every context's processes
 
 
 class Run:

@@ -16,7 +16,7 @@ import math
 import pathlib
 import re
 
-from harness.processes import ABSL_PREFIX
+from harness.shell import ABSL_PREFIX
 from presenting.notebook import shell_cell
 
 FENCE = re.compile(r"^```(\w*)\n(.*?)\n```$", re.S | re.M)

@@ -13,7 +13,8 @@ import psutil
 import pytest
 from conftest import ROOT, descendants, processes_mentioning, still_running
 
-from harness import processes
+from harness import shell, warm_start
+from sections.parts import network
 
 pytestmark = pytest.mark.slow  # section 18's job, and its children stopped
 
@@ -59,7 +60,7 @@ def test_a_peer_that_dies_fails_the_section_at_once_in_one_line_and_stops_the_ot
     # Once the coordinator listens: the lesson's check of its port must see it before the death.
     coordinator = wait_for(lambda: [pid for pid, cmd in processes_mentioning(f"{workdir}/18-multihost/job").items()
                                     if "--process_id=0" in cmd], 300, "process 0 of the job")
-    wait_for(lambda: processes.listening(coordinator), 300, "the coordinator's port")
+    wait_for(lambda: network.listening(coordinator), 300, "the coordinator's port")
     started = descendants(proc.pid)
     killed_at = time.monotonic()
     for pid in peers:
@@ -89,22 +90,20 @@ class PopenInterruptedAsItReturns(subprocess.Popen):
 def test_ctrl_c_while_a_child_starts_still_stops_that_child(monkeypatch, request, tmp_path, how):
     """A shell block's processes, started cold (no warm-start server): a Ctrl-C pressed as
     one starts is held until it is in the lesson's hands, then stops it."""
-    from harness import processes
-
-    monkeypatch.setattr(processes.subprocess, "Popen", PopenInterruptedAsItReturns)
+    monkeypatch.setattr(warm_start.subprocess, "Popen", PopenInterruptedAsItReturns)
     monkeypatch.setattr(PopenInterruptedAsItReturns, "started", [])
-    monkeypatch.setenv(processes.ADDRESS_ENV, "0")
+    monkeypatch.setenv(warm_start.ADDRESS_ENV, "0")
     # Ctrl-C raises KeyboardInterrupt, as Python sets it up, whatever ran in this process before.
     previous_handler = signal.signal(signal.SIGINT, signal.default_int_handler)
     request.addfinalizer(lambda: signal.signal(signal.SIGINT, previous_handler))
     sleeper = "python -c 'import time; time.sleep(60)'"
     command = f"{sleeper} &\n{sleeper} &\nwait" if how == "side by side" else sleeper
-    shell = None
+    running = None
     with pytest.raises(KeyboardInterrupt):
-        shell = processes.Shell(command, tmp_path)
-        shell.wait()
+        running = shell.Shell(command, tmp_path)
+        running.wait()
     started = PopenInterruptedAsItReturns.started
-    assert len(started) == 1 and shell is None  # the Ctrl-C stopped the rest from starting
+    assert len(started) == 1 and running is None  # the Ctrl-C stopped the rest from starting
     assert still_running([psutil.Process(pid) for pid in started if psutil.pid_exists(pid)], grace=5) == set()
 
 

@@ -17,7 +17,7 @@ import pathlib
 import pytest
 from conftest import ROOT, warm_server
 
-from harness import processes
+from harness import processes, warm_start
 
 pytestmark = pytest.mark.slow  # kauldron.main, killed and run again
 
@@ -54,7 +54,7 @@ def started_at(log: str) -> int:
 
 def start(workdir: pathlib.Path, log: pathlib.Path):
     """The job, its output to `log`: forked by the warm-start server when there is one."""
-    return processes.start(training_command(workdir), JOB_ENV, log, cwd=ROOT)
+    return warm_start.start(training_command(workdir), JOB_ENV, log, cwd=ROOT)
 
 
 def kill_when(workdir: pathlib.Path, condition, timeout: float = 600) -> int:
@@ -105,7 +105,7 @@ def warm_start_and_a_shared_compilation_cache(tmp_path_factory):
     read from the cache is the one compiled, so the runs stay bit-identical."""
     JOB_ENV.update(JAX_COMPILATION_CACHE_DIR=str(tmp_path_factory.mktemp("jax-cache")),
                    JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0", JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES="-1")
-    with warm_server(JOB_ENV) as address, processes.used_here(address):
+    with warm_server(JOB_ENV) as address, warm_start.used_here(address):
         yield
 
 

@@ -18,7 +18,7 @@ import psutil
 import pytest
 from conftest import ROOT, processes_with, readme_command, sections_printed
 
-from harness import bounds, processes, registry, teaching
+from harness import bounds, processes, registry, shell, teaching, warm_start
 from harness.results import SectionResult
 from runner import at_normal_priority, durations, start_order
 
@@ -102,11 +102,11 @@ def test_a_warm_started_child_is_the_command_it_was_given(tmp_path):
     good.write_text('{"a": 1}')
     bad.write_text("{")
     sleeping = [sys.executable, "-m", "timeit", "-n", "1", "-r", "1", "__import__('time').sleep(120)"]
-    with processes.server() as address, processes.used_here(address):
-        ok = processes.start([sys.executable, "-m", "json.tool", str(good)], dict(os.environ), tmp_path / "ok.out")
-        failed = processes.start([sys.executable, "-m", "json.tool", str(bad)], dict(os.environ), tmp_path / "bad.out")
-        child = processes.start(sleeping, dict(os.environ), tmp_path / "sleep.out")
-        assert isinstance(child, processes.WarmChild)
+    with warm_start.server() as address, warm_start.used_here(address):
+        ok = warm_start.start([sys.executable, "-m", "json.tool", str(good)], dict(os.environ), tmp_path / "ok.out")
+        failed = warm_start.start([sys.executable, "-m", "json.tool", str(bad)], dict(os.environ), tmp_path / "bad.out")
+        child = warm_start.start(sleeping, dict(os.environ), tmp_path / "sleep.out")
+        assert isinstance(child, warm_start.WarmChild)
         assert ok.wait(60) == 0 and json.loads((tmp_path / "ok.out").read_text()) == {"a": 1}
         assert failed.wait(60) == 1 and "Expecting" in (tmp_path / "bad.out").read_text()
         process = psutil.Process(child.pid)
@@ -122,10 +122,10 @@ def test_a_warm_started_child_is_the_command_it_was_given(tmp_path):
         for value, expected in (("cpu", "platforms=cpu;"), (None, "platforms=None;")):
             env = {name: v for name, v in os.environ.items() if name != "JAX_PLATFORMS"}
             env.update({"JAX_PLATFORMS": value} if value else {})
-            told = processes.start(platforms, env, tmp_path / "platforms.out")
-            assert isinstance(told, processes.WarmChild) and told.wait(60) == 0
+            told = warm_start.start(platforms, env, tmp_path / "platforms.out")
+            assert isinstance(told, warm_start.WarmChild) and told.wait(60) == 0
             assert expected in (tmp_path / "platforms.out").read_text()
-    cold = processes.start(sleeping[:2] + ["json.tool", str(good)], dict(os.environ), tmp_path / "cold.out")
+    cold = warm_start.start(sleeping[:2] + ["json.tool", str(good)], dict(os.environ), tmp_path / "cold.out")
     assert isinstance(cold, subprocess.Popen) and cold.wait(60) == 0  # no server: started as usual
 
 
@@ -136,14 +136,14 @@ def test_a_child_runs_at_the_priority_of_the_worker_that_started_it_warm_or_not(
     priority) or not."""
     program = f"""
 import os, pathlib, sys, psutil
-from harness import processes
+from harness import processes, warm_start
 out = pathlib.Path({str(tmp_path)!r})
 sleeping = [sys.executable, "-m", "timeit", "-n", "1", "-r", "1", "__import__('time').sleep(60)"]
-with processes.server() as address, processes.used_here(address):
+with warm_start.server() as address, warm_start.used_here(address):
     processes.lower_priority(7)
-    warm = processes.start(sleeping, dict(os.environ), out / "warm.out")
-    processes.turn_warm_start_off()
-    cold = processes.start(sleeping, dict(os.environ), out / "cold.out")
+    warm = warm_start.start(sleeping, dict(os.environ), out / "warm.out")
+    warm_start.turn_warm_start_off()
+    cold = warm_start.start(sleeping, dict(os.environ), out / "cold.out")
     threads = {{os.getpriority(os.PRIO_PROCESS, int(task.name)) for task in pathlib.Path("/proc/self/task").iterdir()}}
     print(type(warm).__name__, psutil.Process(warm.pid).nice(), psutil.Process(cold.pid).nice(), sorted(threads))
     for child in (warm, cold):
@@ -159,19 +159,19 @@ def test_a_shell_block_runs_as_bash_would_its_processes_warm_and_a_failure_in_on
     """What `lesson.shell` runs: `python -m` lines here (forked warm when a server runs),
     `&` in the background until `wait`, `$WORKDIR` the lesson's; the rest in bash; a
     process that fails stops its peers at once, and says why in one line."""
-    with processes.server() as address, processes.used_here(address):
-        both = processes.Shell("A=1 python -m platform &\npython -c 'import os; print(os.environ[\"WORKDIR\"])'\nwait",
+    with warm_start.server() as address, warm_start.used_here(address):
+        both = shell.Shell("A=1 python -m platform &\npython -c 'import os; print(os.environ[\"WORKDIR\"])'\nwait",
                                tmp_path).wait()
         assert both.returncode == 0 and str(tmp_path) in both.output and "Linux" in both.output
-        piped = processes.Shell("echo one two | wc -w", tmp_path).wait()
+        piped = shell.Shell("echo one two | wc -w", tmp_path).wait()
         assert (piped.returncode, piped.output.strip()) == (0, "2")
         started = time.monotonic()
-        failing = processes.Shell("python -m timeit -n 1 -r 1 \"__import__('time').sleep(60)\" &\n"
+        failing = shell.Shell("python -m timeit -n 1 -r 1 \"__import__('time').sleep(60)\" &\n"
                                   "python -m no_such_module &\nwait", tmp_path).wait()
         assert failing.returncode == 1 and time.monotonic() - started < 30  # the sleeper was stopped
         assert failing.failure() == f"`python -m no_such_module` exited 1: {sys.executable}: No module named no_such_module"
         # The reason is the failed process's own last line, whatever its peers printed meanwhile.
-        mixed = processes.Shell("python -c \"import sys, time; print('half a line', end='', flush=True); time.sleep(60)\" &\n"
+        mixed = shell.Shell("python -c \"import sys, time; print('half a line', end='', flush=True); time.sleep(60)\" &\n"
                                 "python -c \"import sys, time; time.sleep(1); sys.exit('the reason')\" &\nwait", tmp_path).wait()
         assert mixed.failure().endswith("exited 1: the reason") and mixed.output.startswith("half a line")
 
@@ -382,7 +382,7 @@ def test_an_old_python_is_told_which_python_is_needed():
 
 class StuckProcess:
     """A process that prints one line and then nothing, and never exits, as a deadlocked job
-    does: what `processes.start` returns, without starting anything."""
+    does: what `warm_start.start` returns, without starting anything."""
 
     def __init__(self, output: pathlib.Path):
         output.write_text("I1206 21:00:00.000000 140 train_loop.py:42] [0] collection=train losses/logcosh=1.5\n")
@@ -400,8 +400,8 @@ class StuckProcess:
 
 def test_a_command_that_stops_printing_fails_its_lesson_in_one_line_within_its_bound_and_is_stopped(monkeypatch, tmp_path):
     started = []
-    monkeypatch.setattr(processes, "start", lambda command, env, output, **_: started.append(StuckProcess(output)) or started[-1])
-    monkeypatch.setattr(processes, "QUIET_SECONDS", 0.5)
+    monkeypatch.setattr(shell, "start", lambda command, env, output, **_: started.append(StuckProcess(output)) or started[-1])
+    monkeypatch.setattr(shell, "QUIET_SECONDS", 0.5)
     info = registry.SectionInfo(99, "stuck-command", "A command that gets stuck", shows="", part="glue", trains=False,
                                 module="tests.lessons.stuck_command")
     began = time.monotonic()
@@ -434,7 +434,7 @@ def test_a_section_s_bound_is_five_times_its_last_passing_run_and_at_least_two_m
 @pytest.mark.slow
 def test_a_real_command_that_stops_printing_is_killed_within_its_bound_leaving_no_process(tmp_path):
     began = time.monotonic()
-    stuck = processes.Shell("python -c \"import time; print('step 0', flush=True); time.sleep(600)\"", tmp_path, quiet=2)
+    stuck = shell.Shell("python -c \"import time; print('step 0', flush=True); time.sleep(600)\"", tmp_path, quiet=2)
     pids = stuck.pids
     with pytest.raises(processes.ProcessFailed) as failed, bounds.bounded(30, tmp_path / "x.stuck", stuck.kill):
         stuck.wait()  # should its own bound fail, the test's stops it

@@ -24,13 +24,13 @@ import threading
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # the repository, for harness
 
-from harness import processes  # noqa: E402
+from harness import warm_start  # noqa: E402
 
 
 def kernel(address: str, connection_file: str, log: str) -> None:
     """Here, as Jupyter started it."""
     command = [sys.executable, "-m", "tests.warm_kernel", "forked", str(os.getpid()), "-f", connection_file]
-    child = processes.WarmChild(address, command, cwd=pathlib.Path.cwd(), env=dict(os.environ),
+    child = warm_start.WarmChild(address, command, cwd=pathlib.Path.cwd(), env=dict(os.environ),
                                 output=pathlib.Path(log), pgid=0)
 
     def relay(signum, frame):

@@ -1,4 +1,4 @@
-"""A warm-start server (harness/processes.py) for the tests, until its stdin closes:
+"""A warm-start server (harness/warm_start.py) for the tests, until its stdin closes:
 
     python tests/warm_server.py [--nice N]
 
@@ -17,12 +17,12 @@ import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # the repository, for harness
 
-from harness import processes  # noqa: E402
+from harness import warm_start  # noqa: E402
 
 if __name__ == "__main__":  # the server's forkserver imports this module too
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nice", type=int, default=0, help="added to its niceness (default: 0)")
     os.nice(parser.parse_args().nice)
-    with processes.server() as address:
+    with warm_start.server() as address:
         print(address or "", flush=True)
         sys.stdin.read()  # until the test closes it

@@ -30,7 +30,7 @@ TARGETS = {"3.11": "kauldron==1.4.2", "3.12": "kauldron==1.4.4"}
 # cache lock its directory, so concurrent runs can share it; wrapt's post-import hooks let
 # compat/ wait for the module it fixes (TensorFlow already pulls both in). tensorflow-datasets
 # 4.9.10 imports importlib_resources to write a dataset (section 0) without requiring it
-# (tensorflow/datasets#11212). setproctitle: a child forked by harness/processes.py shows
+# (tensorflow/datasets#11212). setproctitle: a child forked by harness/warm_start.py shows
 # `ps` the command it runs, not its server's.
 EXTRA = ["filelock", "wrapt", "importlib-resources", "setproctitle"]
 # uv ignores Requires-Python upper bounds when it picks versions; steer it past those.
