@@ -59,6 +59,18 @@ def test_lessons_and_configs_build_on_the_harness_alone():
             assert all(imported.startswith(("configs", "sections.parts")) for imported in imports), name
 
 
+def test_lessons_and_parts_import_of_the_harness_only_its_lesson_api_and_compare():
+    """`section` and `Lesson` from `harness`, and `harness.compare` in checks: no lesson or
+    part reaches into how the harness runs it (module level, functions and folds alike)."""
+    for name, imports in the_house().items():
+        if name.startswith(("sections", "configs")):
+            assert {imported for imported in imports if imported.startswith("harness")} <= {"harness", "harness.compare"}, name
+    for path in python_files("sections", "configs"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module == "harness":
+                assert {alias.name for alias in node.names} <= {"Lesson", "section", "compare"}, path.name
+
+
 def test_the_runner_and_the_pages_build_on_the_harness_and_not_on_each_other():
     assert "presenting" not in packages_imported("runner")
     assert "runner" not in packages_imported("presenting")
