@@ -2,7 +2,7 @@
 
 A lesson (sections/sNN_<slug>.py) imports `section` and `Lesson` from here, and
 may compare results with harness.compare in its checks.
-program.py reads the lesson format; registry.py lists the sections; teaching.py runs one,
+lesson_format.py reads the lesson format; registry.py lists the sections; teaching.py runs one,
 block by block; lesson.py is what its checks talk to; shell.py runs a lesson's shell
 commands, warm_start.py forks their `python -m` processes (and the runner's workers) warm,
 processes.py holds what every process shares (priority, a held Ctrl-C); runtime.py holds

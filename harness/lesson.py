@@ -1,7 +1,7 @@
 """What a lesson's own code talks to: its steps, the shell commands it shows, its checks,
 and facts for the JSON results.
 
-The body of a `@section` function is the page's program (harness/program.py reads it).
+The body of a `@section` function is the page's program (harness/lesson_format.py reads it).
 Only three kinds of statement name the `lesson`, and a page shows none of them as code:
 
     lesson.md('''## Heading ...''')           opens a step: its prose, Markdown

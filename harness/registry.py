@@ -1,7 +1,7 @@
 """The sections: what they are, and how to pick them.
 
 A section is a file `sections/sNN_<slug>.py` whose lesson function is decorated with
-`@section(...)` (harness/program.py says what the file holds). The catalog reads those
+`@section(...)` (harness/lesson_format.py says what the file holds). The catalog reads those
 decorators without importing anything, so a run imports only the modules of the sections
 it selected (`kontext` alone must not pay for TensorFlow, which `kd.train` imports).
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 
-from harness import program
+from harness import lesson_format
 
 # The reading path on the index, in order: each part's key (`@section(part=...)`) and what
 # its sections teach together.
@@ -69,9 +69,9 @@ def _info(path, arguments: tuple[list, dict]) -> SectionInfo:
     return SectionInfo(module=f"sections.{path.stem}", **bound.arguments)
 
 
-def catalog(directory=program.SECTIONS_DIR) -> list[SectionInfo]:
+def catalog(directory=lesson_format.SECTIONS_DIR) -> list[SectionInfo]:
     """Every section, in number order, read from the section files without importing them."""
-    infos = [_info(path, call) for path in program.section_files(directory) for call in program.section_calls(path)]
+    infos = [_info(path, call) for path in lesson_format.section_files(directory) for call in lesson_format.section_calls(path)]
     infos.sort(key=lambda info: info.number)
     for key in ("number", "slug"):
         values = [getattr(info, key) for info in infos]
@@ -117,4 +117,4 @@ def file_stem(number: int, slug: str) -> str:
 
 def section_file(info: SectionInfo):
     """The file of a section (`sections/s03_kontext.py`)."""
-    return program.ROOT / (info.module.replace(".", "/") + ".py")
+    return lesson_format.ROOT / (info.module.replace(".", "/") + ".py")

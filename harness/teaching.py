@@ -2,7 +2,7 @@
 the lesson's own workdir; what each block prints shown and recorded under it; the outcome
 as a `SectionResult`.
 
-The program (harness/program.py) runs in one namespace: the section module's (its setup
+The program (harness/lesson_format.py) runs in one namespace: the section module's (its setup
 and helpers), with `lesson` and `workdir`. While it runs, `$WORKDIR` is set and the
 current directory is the repository, as in a kernel started there. A shell block runs its
 command (harness/shell.py); one in the `background` goes on while the step's next
@@ -27,7 +27,7 @@ import time
 import traceback
 from typing import Any
 
-from harness import bounds, processes, program as lesson_format, runtime, shell
+from harness import bounds, lesson_format, processes, runtime, shell
 from harness.lesson import CheckFailed, Lesson, LessonFailed, SkipSection
 from harness.registry import SectionInfo, section_file
 from harness.results import SectionResult

@@ -1,6 +1,6 @@
 """Ways to present the tutorial and a run's results, apart from the lessons themselves: the
 notebook export (notebook.py), and the results as pages to read, a static HTML site or
-Markdown (site.py), which read a section file through harness/program.py. The lessons never
+Markdown (site.py), which read a section file through harness/lesson_format.py. The lessons never
 import this package."""
 
 from __future__ import annotations

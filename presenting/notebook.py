@@ -12,7 +12,7 @@ from __future__ import annotations
 import nbformat
 from nbformat import v4
 
-from harness import program as lesson_format
+from harness import lesson_format
 from harness.registry import SectionInfo, file_stem, section_file
 
 INTRO = """# Kauldron, section by section

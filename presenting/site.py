@@ -1,12 +1,12 @@
 """The results of a run as pages to read: Markdown (`--markdown DIR`, what code hosts
 display; the copy in docs/ is one) or a static HTML site (`--html DIR`).
 
-A section's page is its program (harness/program.py), as a reader takes it home: a first
+A section's page is its program (harness/lesson_format.py), as a reader takes it home: a first
 cell that makes the workdir, the setup, then for each step its prose, the experiment's
 files it first uses (folded), its code and shell blocks each followed by what it printed
 in this run, its figure, and its checks folded into one line. The code outside the folds,
 run in order in a fresh kernel at the repository root, prints what the page shows
-(tests/test_page_programs.py). The index says what Kauldron and this tutorial are, then
+(tests/test_sections.py, by tests/page_programs.py). The index says what Kauldron and this tutorial are, then
 lists the sections. Both are written once, as Markdown (templates/*.md.j2); the HTML pages
 are that Markdown converted, with no scripts and nothing loaded from the network (styles
 inline, figures beside the pages).
@@ -27,7 +27,7 @@ import jinja2
 import markdown
 from pygments.formatters import HtmlFormatter
 
-from harness import program as lesson_format
+from harness import lesson_format
 from harness.registry import PARTS, SectionInfo, file_stem, section_file
 
 ROOT = lesson_format.ROOT

@@ -8,7 +8,7 @@ import textwrap
 import pytest
 from kauldron import kontext
 
-from harness import program, teaching
+from harness import lesson_format, teaching
 from harness.lesson import CheckFailed, Lesson
 from harness.registry import SectionInfo
 
@@ -89,11 +89,11 @@ def fake_section(tmp_path, monkeypatch):
 
 
 def installed(source: str, tmp_path, monkeypatch):
-    """A lesson in a package of its own, as the runner finds one (harness/program.py)."""
+    """A lesson in a package of its own, as the runner finds one (harness/lesson_format.py)."""
     package = tmp_path / "fake_lessons"
     package.mkdir()
     (package / "s99_fake.py").write_text(textwrap.dedent(source))
-    monkeypatch.setattr(program, "ROOT", tmp_path)
+    monkeypatch.setattr(lesson_format, "ROOT", tmp_path)
     monkeypatch.syspath_prepend(str(tmp_path))
     yield SectionInfo(99, "fake", "A fake lesson", "nothing", "glue", False, "fake_lessons.s99_fake")
     sys.modules.pop("fake_lessons.s99_fake", None)

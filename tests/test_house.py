@@ -7,7 +7,7 @@ import pathlib
 
 from conftest import ROOT
 
-from harness import program
+from harness import lesson_format
 
 PACKAGES = ("tutorial", "harness", "runner", "presenting", "compat", "sections", "configs")
 
@@ -46,7 +46,7 @@ def packages_imported(package: str) -> set[str]:
 
 
 def test_sections_holds_the_lessons_and_the_experiment_s_parts_and_nothing_else():
-    lessons = {path.name for path in program.section_files()}
+    lessons = {path.name for path in lesson_format.section_files()}
     others = {path.name for path in (ROOT / "sections").iterdir() if path.name not in lessons} - {"__pycache__"}
     assert others == {"__init__.py", "parts"}
 

@@ -1,4 +1,4 @@
-"""The lesson format (harness/program.py), as a contributor meets it: a section file is
+"""The lesson format (harness/lesson_format.py), as a contributor meets it: a section file is
 read as the program its page shows, and a file that breaks the format is refused in one
 line naming where."""
 
@@ -9,8 +9,8 @@ import types
 
 import pytest
 
-from harness import program, teaching
-from harness.program import LessonSourceError
+from harness import lesson_format, teaching
+from harness.lesson_format import LessonSourceError
 
 LESSON = '''
 """A title.
@@ -55,10 +55,10 @@ def helper():
 '''
 
 
-def read(tmp_path, text: str) -> program.Program:
+def read(tmp_path, text: str) -> lesson_format.Program:
     path = tmp_path / "s99_example.py"
     path.write_text(textwrap.dedent(text))
-    return program.read(path)
+    return lesson_format.read(path)
 
 
 def test_a_lesson_is_steps_of_blocks_the_reader_sees_and_checks_beside_them(tmp_path):

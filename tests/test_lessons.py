@@ -14,7 +14,7 @@ import pyflakes.reporter
 import pytest
 from conftest import ROOT
 
-from harness import program, registry
+from harness import lesson_format, registry
 
 CATALOG = registry.catalog()
 MOST_WORDS_PRINTED = 8  # a print() whose text says more is prose that belongs in the step
@@ -29,8 +29,8 @@ def slug(info: registry.SectionInfo) -> str:
     return info.slug
 
 
-def read(info: registry.SectionInfo) -> program.Program:
-    return program.read(registry.section_file(info))
+def read(info: registry.SectionInfo) -> lesson_format.Program:
+    return lesson_format.read(registry.section_file(info))
 
 
 def shown_program(info: registry.SectionInfo) -> str:
@@ -141,7 +141,7 @@ def test_configs_import_what_they_name_only_inside_konfig_imports():
 
 
 def test_no_lesson_names_itself_or_another_lesson_in_a_config():
-    lessons = {module_name(path) for path in program.section_files()}
+    lessons = {module_name(path) for path in lesson_format.section_files()}
     for path in python_files("configs", "sections"):
         tree = ast.parse(path.read_text())
         for block in ast.walk(tree):

@@ -10,7 +10,7 @@ import nbformat
 import pytest
 from page_programs import page_cells
 
-from harness import program, registry
+from harness import lesson_format, registry
 from presenting import notebook, site
 
 BY_SLUG = {info.slug: info for info in registry.catalog()}
@@ -18,8 +18,8 @@ WORKDIR = "/tmp/kauldron-tutorial-abc123"
 FIRST, SECOND, THIRD = (info.slug for info in registry.catalog()[:3])
 
 
-def lesson(slug: str) -> program.Program:
-    return program.read(registry.section_file(BY_SLUG[slug]))
+def lesson(slug: str) -> lesson_format.Program:
+    return lesson_format.read(registry.section_file(BY_SLUG[slug]))
 
 
 def recorded(*slugs: str) -> dict:
@@ -133,7 +133,7 @@ def test_machine_paths_in_printed_output_are_replaced_by_what_they_stand_for():
     import sysconfig
 
     installed = sysconfig.get_paths()["purelib"]
-    text = f"{WORKDIR}/00-digits/run {WORKDIR}/x {installed}/kauldron/kxm/__init__.py {program.ROOT}/configs"
+    text = f"{WORKDIR}/00-digits/run {WORKDIR}/x {installed}/kauldron/kxm/__init__.py {lesson_format.ROOT}/configs"
     assert site.without_machine_paths(text, WORKDIR, "00-digits") == \
         "WORKDIR/run RUN/x <site-packages>/kauldron/kxm/__init__.py ./configs"
 
