@@ -137,10 +137,15 @@ def section_files(directory: pathlib.Path = SECTIONS_DIR) -> list[pathlib.Path]:
     return sorted(directory.glob(SECTION_FILES))
 
 
-def section_calls(path: pathlib.Path) -> list[tuple[list[Any], dict[str, Any]]]:
-    """The arguments of every `@section(...)` in a file, as literals, without importing it."""
+def section_calls(path: pathlib.Path) -> list[tuple[tuple[list[Any], dict[str, Any]], list[str]]]:
+    """For every `@section(...)` in a file, without importing it: its arguments, as
+    literals, and the commands of its shell blocks (top-level `lesson.shell("...")`
+    statements, as the format has them), as typed."""
     tree = ast.parse(path.read_text())
-    return [_section_call(function) for function in _lesson_functions(tree)]
+    return [(_section_call(function), [inspect.cleandoc(node.value.args[0].value) for node in function.body
+                                       if _lesson_call(node, "shell") and node.value.args
+                                       and isinstance(node.value.args[0], ast.Constant)])
+            for function in _lesson_functions(tree)]
 
 
 def _lesson_functions(tree: ast.Module) -> list[ast.FunctionDef]:

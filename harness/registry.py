@@ -39,8 +39,8 @@ class SectionInfo:
     # processes of its own, which then overlap with the rest.
     start_early: bool = False
     reference: str | None = None  # the page of Kauldron's own docs on the topic
-    # Whether it starts Python processes of its own (with --jobs, a server with the imports
-    # done forks them: harness/warm_start.py).
+    # Whether its shell blocks start Python processes (read from them: harness/shell.py's
+    # starts_python); the run then starts the server that forks them warm (warm_start.py).
     starts_processes: bool = False
 
 
@@ -49,29 +49,32 @@ class SelectionError(ValueError):
 
 
 def section(number: int, slug: str, title: str, *, shows: str, part: str, trains: bool = False,
-            start_early: bool = False, starts_processes: bool = False, reference: str | None = None):
+            start_early: bool = False, reference: str | None = None):
     """Marks a lesson function. Arguments must be literals: the catalog reads them with ast.
     `shows`: what the lesson shows, in a line; `part`: its part of the reading path (a key
     of PARTS); `trains`: whether it trains a model; `start_early`: whether, with --jobs,
     it starts before the others (a long lesson that works mostly in processes of its own);
-    `starts_processes`: whether its shell blocks run `python -m` or a console script (the
-    run then starts the warm-start server that forks them; a `python -c` starts cold); `reference`: the
-    page of Kauldron's own docs on the topic."""
+    `reference`: the page of Kauldron's own docs on the topic. Whether it starts Python
+    processes is read from its shell blocks."""
 
     return lambda fn: fn
 
 
-def _info(path, arguments: tuple[list, dict]) -> SectionInfo:
+def _info(path, arguments: tuple[list, dict], commands: list[str]) -> SectionInfo:
     bound = inspect.signature(section).bind(*arguments[0], **arguments[1])
     bound.apply_defaults()
     if bound.arguments["part"] not in PARTS:
         raise ValueError(f"{path.name}: part={bound.arguments['part']!r} is not one of {sorted(PARTS)}")
-    return SectionInfo(module=f"sections.{path.stem}", **bound.arguments)
+    from harness.shell import starts_python
+
+    return SectionInfo(module=f"sections.{path.stem}",
+                       starts_processes=any(map(starts_python, commands)), **bound.arguments)
 
 
 def catalog(directory=lesson_format.SECTIONS_DIR) -> list[SectionInfo]:
     """Every section, in number order, read from the section files without importing them."""
-    infos = [_info(path, call) for path in lesson_format.section_files(directory) for call in lesson_format.section_calls(path)]
+    infos = [_info(path, call, commands) for path in lesson_format.section_files(directory)
+             for call, commands in lesson_format.section_calls(path)]
     infos.sort(key=lambda info: info.number)
     for key in ("number", "slug"):
         values = [getattr(info, key) for info in infos]

@@ -18,6 +18,7 @@ that runs past its `timeout`, is stopped, and fails in one line.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import pathlib
 import re
@@ -271,6 +272,15 @@ class Shell:
         return f"`{self._failed}` exited {code}{signal_name}: {last_line(self._failed_output)}"
 
 
+def starts_python(command: str) -> bool:
+    """Whether a shell command starts Python: `python ...` or a console script of this
+    environment (the warm-start server forks a `python -m` and a script; bash runs
+    whatever else)."""
+    return any(line and (line.argv[0] == "python" or _console_script(line.argv[0]))
+               for line in parse_shell(command, {}) or [])
+
+
+@functools.cache
 def _console_script(name: str) -> bool:
     """Whether `name` is a console script this Python environment installed (its file is
     beside this interpreter, and an entry point names it)."""

@@ -21,7 +21,7 @@ from sections.parts.logs import read_scalars
 
 
 @section(0, "digits", "Handwritten digits, end to end: a TFDS dataset, a config file, kauldron.main", trains=True,
-         part="picture", starts_processes=True, start_early=True,
+         part="picture", start_early=True,
          shows="the whole picture: a real TFDS dataset, a classifier config, python -m kauldron.main, test accuracy read back",
          reference="https://kauldron.readthedocs.io/en/latest/data_py.html")
 def digits_end_to_end(lesson: Lesson, workdir):

@@ -22,7 +22,6 @@ from sections.parts.logs import read_scalars
 
 
 @section(10, "cli", "The same experiment from the command line", part="for-real", trains=True,
-         starts_processes=True,
          shows="kauldron.main with --cfg flags: literals, py:: calls, no JSON holding true; config.json; --eval_names refusing an EveryNSteps evaluator",
          reference="https://github.com/google-research/kauldron/blob/main/kauldron/main.py")
 def experiment_from_the_command_line(lesson: Lesson, workdir):

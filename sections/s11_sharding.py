@@ -18,7 +18,6 @@ with konfig.imports():
     from kauldron import kd as kd_cfg
 
 @section(11, "sharding", "Data parallelism: the same Trainer on 8 devices", part="for-real", trains=True,
-         starts_processes=True,
          shows="8 simulated CPU devices: the batch split 8 ways, FSDP parameter shards, the loss within 1e-5 of one device's",
          reference="https://kauldron.readthedocs.io/en/latest/sharding.html")
 def data_parallel_training(lesson: Lesson, workdir):

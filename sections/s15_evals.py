@@ -22,7 +22,7 @@ with konfig.imports():
 
 
 @section(15, "evals", "Evaluators and summaries, and evaluating a finished run", part="for-real", trains=True,
-         starts_processes=True, start_early=True,
+         start_early=True,
          shows="an evaluator on held-out data, histogram and image summaries, and an eval job: kauldron.main --eval_names",
          reference="https://kauldron.readthedocs.io/en/latest/eval.html")
 def evaluators_and_summaries(lesson: Lesson, workdir):

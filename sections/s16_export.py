@@ -25,7 +25,6 @@ with konfig.imports():
 
 
 @section(16, "export", "The trained model outside Kauldron: the exported forward pass", part="for-real", trains=True,
-         starts_processes=True,
          shows="train() exports in training mode (params only, CPU and TPU); export for serving; served without Kauldron",
          reference="https://kauldron.readthedocs.io/en/latest/export.html")
 def serve_without_kauldron(lesson: Lesson, workdir):

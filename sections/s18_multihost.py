@@ -22,7 +22,7 @@ from sections.parts.logs import read_scalars
 
 
 @section(18, "multihost", "Past one machine: the same Trainer as one job of two JAX processes", part="for-real", trains=True,
-         starts_processes=True, start_early=True,
+         start_early=True,
          shows="two JAX processes of 4 devices as one job on loopback: each reads its share of every batch; one loss; one checkpoint",
          reference="https://github.com/google-research/kauldron/blob/main/kauldron/xm/README.md")
 def two_processes_one_job(lesson: Lesson, workdir):

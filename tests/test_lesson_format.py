@@ -145,3 +145,20 @@ def test_what_a_block_prints_is_indented_under_its_step_line_by_line():
         print("  ", "b")  # a line whose first write is spaces
     assert shown.getvalue() == f"{teaching.INDENT}a\n\n{teaching.INDENT}   b\n"
     assert "".join(recorded) == "a\n\n   b\n"
+
+
+@pytest.mark.parametrize("command, starts", [
+    ("python -m kauldron.main --cfg=configs/regression.py --cfg.workdir=$WORKDIR/run", True),
+    ("X=1 python -c 'import jax'", True),
+    ("tensorboard --inspect --logdir $WORKDIR/run", True),  # a console script of this environment
+    ("head -n 3 $WORKDIR/run/train/metrics.jsonl", False),
+])
+def test_whether_a_section_starts_python_processes_is_read_from_its_shell_blocks(tmp_path, command, starts):
+    """The catalog says so (the run then starts the warm-start server; on a one-chip
+    machine the lesson runs on the CPU with its commands): no flag to keep in step."""
+    from harness import registry
+
+    (tmp_path / "s99_example.py").write_text(textwrap.dedent(LESSON).replace(
+        "python -m kauldron.main --cfg=configs/regression.py --cfg.workdir=$WORKDIR/run", command))
+    (info,) = registry.catalog(tmp_path)
+    assert info.starts_processes is starts
