@@ -211,6 +211,7 @@ def start_worker(no_compat: bool, cache: pathlib.Path | None, workdir: pathlib.P
     os.setpgrp()
     if on_cpu:
         os.environ["JAX_PLATFORMS"] = "cpu"
+        os.environ["KAULDRON_TUTORIAL_CHIP_HELD"] = "1"  # the driver holds it: sections/parts/accelerator.py
         if "jax" in sys.modules:
             sys.modules["jax"].config.update("jax_platforms", "cpu")
     warm_start.use(warm)

@@ -84,10 +84,11 @@ def digits_end_to_end(lesson: Lesson, workdir):
 
     On a machine with one TPU, one process at a time holds the chip: once a notebook's
     kernel has run jax, a `python -m kauldron.main` started from it cannot open the chip
-    and fails (`libtpu multi-process lockfile`), from a terminal too: the lock is the
-    machine's. Start it once no process holds the chip (shut the kernel down, or use one
-    that has not run jax), or on the CPU: `JAX_PLATFORMS=cpu`. This tutorial runs such
-    pages on the CPU there, kernel and commands.
+    and fails (libtpu's lock is taken: its error names the lockfile, or the process that
+    holds the chip), from a terminal too: the lock is the machine's. Start it once no
+    process holds the chip (shut the kernel down, or use one that has not run jax), or
+    run kernel and commands on the CPU: `%env JAX_PLATFORMS=cpu` as the kernel's first
+    cell, which its commands inherit. This tutorial runs such pages on the CPU there.
     """)
     main_run = lesson.shell("python -m kauldron.main --cfg=configs/digits.py --cfg.workdir=$WORKDIR/run"
                             " --cfg.aux.data_dir=$WORKDIR/tensorflow_datasets",

@@ -32,9 +32,9 @@ def experiment_from_the_command_line(lesson: Lesson, workdir):
     length, the workdir, and here the optimizer, written as a Python call after `py::`
     (quoted, as bash needs for the parentheses).
     On a machine with one TPU, a command started from a kernel that has run jax cannot
-    open the chip the kernel holds (section 0), and the page compares the kernel's numbers
-    with the commands': there, set `JAX_PLATFORMS=cpu` before the kernel starts jax (its
-    commands inherit it), as this tutorial does for this page.
+    open the chip the kernel holds (section 0): there, set `JAX_PLATFORMS=cpu` before the
+    kernel imports jax (`%env JAX_PLATFORMS=cpu` as the first cell; its commands inherit
+    it), as this tutorial does for this page.
     """)
     lesson.shell("python -m kauldron.main --cfg=configs/regression.py --cfg.num_train_steps=50"
                  " --cfg.optimizer='py::optax.sgd(0.05)' --cfg.workdir=$WORKDIR/run",

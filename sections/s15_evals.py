@@ -37,8 +37,9 @@ def evaluators_and_summaries(lesson: Lesson, workdir):
     results under `workdir/<its name>/`.
     On a machine with one TPU, a command started from a kernel that has run jax cannot
     open the chip the kernel holds (section 0), and the page compares the kernel's numbers
-    with the commands': there, set `JAX_PLATFORMS=cpu` before the kernel starts jax (its
-    commands inherit it), as this tutorial does for this page.
+    with the commands': there, set `JAX_PLATFORMS=cpu` before the kernel imports jax
+    (`%env JAX_PLATFORMS=cpu` as the first cell; its commands inherit it), as this
+    tutorial does for this page.
     """)
     lesson.shell("python -m kauldron.main --cfg=configs/heldout.py --cfg.workdir=$WORKDIR/run",
                  shows=r"Starting training loop|collection=heldout losses")

@@ -133,8 +133,9 @@ def serve_without_kauldron(lesson: Lesson, workdir):
     the shape it expects.
     On a machine with one TPU, a command started from a kernel that has run jax cannot
     open the chip the kernel holds (section 0), and the page compares the kernel's numbers
-    with the commands': there, set `JAX_PLATFORMS=cpu` before the kernel starts jax (its
-    commands inherit it), as this tutorial does for this page.
+    with the commands': there, set `JAX_PLATFORMS=cpu` before the kernel imports jax
+    (`%env JAX_PLATFORMS=cpu` as the first cell; its commands inherit it), as this
+    tutorial does for this page.
     """)
     np.save(workdir / "inputs.npy", x)
     serve = lesson.shell("python -X importtime -m sections.parts.serve_exported $WORKDIR/run/eval_model.jax_exported"
