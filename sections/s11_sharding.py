@@ -56,9 +56,10 @@ def data_parallel_training(lesson: Lesson, workdir):
     `XLA_FLAGS=--xla_force_host_platform_device_count=8` makes jax see 8 CPU devices, and
     `JAX_PLATFORMS=cpu` makes it use them where it would take a TPU or GPU. On a machine
     with one TPU, set it for the kernel too, before it imports jax (`%env
-    JAX_PLATFORMS=cpu` as the first cell; the commands inherit it): the kernel's own run
-    below must be on the CPU to compare, and a kernel holding the chip stops every command
-    from opening it (section 0). This tutorial runs this page on the CPU there.
+    JAX_PLATFORMS=cpu` as the first cell): the kernel's own run below must be on the CPU
+    to compare, and a kernel holding the chip stops the commands that do not set it
+    themselves (the last step's) from opening it (section 0). This tutorial runs this page
+    on the CPU there.
     `sections/parts/on_devices.py` (below) trains a config on all 8 CPU devices and prints how
     each array was placed. Each batch of 32 rows is split along its first axis, the mesh
     axis `devices`: 8 shards of 4 rows. So the batch size must be divisible by the device

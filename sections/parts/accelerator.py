@@ -10,9 +10,12 @@ Measured on a TPU v5e (jax 0.10.2) against numpy in float64:
   rounds a factor so; `jax.default_matmul_precision("highest")` would buy the digits back,
   at several passes a product.
 
-One process at a time holds a TPU. Where the tutorial's process holds it, a lesson that
-starts Python processes runs with them in a worker on the CPU (runner/__init__.py), which
-sets CHIP_HELD_ENV there.
+One process at a time holds a TPU: a second program that opens it fails (RuntimeError,
+libtpu's lockfile), with JAX_PLATFORMS unset too, since jax then asks for "tpu,cpu" on a
+TPU machine (jax/_src/cloud_tpu_init.py); it does not fall back to the CPU (measured on a
+v5e, 2026-12). Where the tutorial's process holds it, a lesson that starts Python
+processes runs with them in a worker on the CPU (runner/__init__.py), which sets
+CHIP_HELD_ENV there.
 """
 
 from __future__ import annotations
