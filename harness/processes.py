@@ -29,6 +29,14 @@ class ProcessFailed(Exception):
 # -- starting one process -----------------------------------------------------------
 
 
+def jax_platforms_from_environment() -> None:
+    """jax reads JAX_PLATFORMS when it is imported: a process forked after that import (a
+    --jobs worker, a warm-started child) whose environment says otherwise applies it again,
+    as a new process would have read it."""
+    if "jax" in sys.modules:
+        sys.modules["jax"].config.update("jax_platforms", os.environ.get("JAX_PLATFORMS") or None)
+
+
 def python_m() -> list[str]:
     """`python -m` as this process should start it: through `compat.run` when a compat fix
     was (or may yet be) applied here, since a new process starts without it."""

@@ -32,7 +32,7 @@ import tempfile
 import threading
 import warnings
 
-from harness.processes import ROOT, ProcessFailed, lower_priority, niceness
+from harness.processes import ROOT, ProcessFailed, jax_platforms_from_environment, lower_priority, niceness
 
 ADDRESS_ENV = "KAULDRON_TUTORIAL_WARM_START"  # the server's socket, set in the workers; "0": never warm
 
@@ -272,9 +272,7 @@ def _become(request: dict, set_up: int) -> None:
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
-    # jax read JAX_PLATFORMS when the server imported it; a new process reads the command's.
-    if "jax" in sys.modules:
-        sys.modules["jax"].config.update("jax_platforms", os.environ.get("JAX_PLATFORMS") or None)
+    jax_platforms_from_environment()  # the command's, not the server's
     tempfile.tempdir = None  # read from TMPDIR again, as a new process does: the server's imports set it
     flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
     output = os.open(request["output"], flags, 0o644)

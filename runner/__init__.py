@@ -17,7 +17,6 @@ import multiprocessing
 import os
 import pathlib
 import signal
-import sys
 from typing import Callable
 
 from harness import bounds, processes, registry, runtime, teaching, warm_start
@@ -205,14 +204,12 @@ def start_worker(no_compat: bool, cache: pathlib.Path | None, workdir: pathlib.P
     """Runs first in each worker process: the driver's process settings and fixes, and a
     process group of its own, so that stopping the run can stop the worker together with
     every process its sections started (those the warm-start server at `warm` forks for it
-    join the group). `on_cpu`: jax here and in the processes it starts computes on the CPU
-    (the forkserver imported jax, which read JAX_PLATFORMS then: set it in both)."""
+    join the group). `on_cpu`: jax here and in the processes it starts computes on the CPU."""
     os.setpgrp()
     if on_cpu:
         os.environ["JAX_PLATFORMS"] = "cpu"
         os.environ["KAULDRON_TUTORIAL_CHIP_HELD"] = "1"  # the driver holds it: sections/parts/accelerator.py
-        if "jax" in sys.modules:
-            sys.modules["jax"].config.update("jax_platforms", "cpu")
+        processes.jax_platforms_from_environment()  # the forkserver imported jax before
     warm_start.use(warm)
     runtime.prepare(cache, workdir)
     if not no_compat:
