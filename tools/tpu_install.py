@@ -39,10 +39,9 @@ def pins() -> dict[str, str]:
 
 def wheels(folder: pathlib.Path) -> None:
     """The wheels of tools/tpu-wheels.txt, for CPython 3.11 on manylinux x86-64, into `folder`."""
-    listed = [line.split("#")[0].strip() for line in (ROOT / "tools" / "tpu-wheels.txt").read_text().splitlines()]
-    sources = [line.split("#")[0].strip() for line in (ROOT / "tools" / "tpu-wheels.txt").read_text().splitlines()
-               if "# sdist" in line]
-    binary = [pin for pin in listed if pin and pin not in sources]
+    lines = (ROOT / "tools" / "tpu-wheels.txt").read_text().splitlines()
+    listed = {line.split("#")[0].strip(): "# sdist" in line for line in lines if line.split("#")[0].strip()}
+    binary, sources = [pin for pin, sdist in listed.items() if not sdist], [pin for pin, sdist in listed.items() if sdist]
     platforms = ["manylinux_2_28_x86_64", "manylinux2014_x86_64", "manylinux1_x86_64", "any"]
     subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:",
                     "--python-version", "3.11", "--implementation", "cp",
