@@ -191,10 +191,13 @@ def at_normal_priority(order: list[registry.SectionInfo]) -> registry.SectionInf
 
 def worker_context(chosen: list[registry.SectionInfo]):
     """Workers forked from the forkserver that has imported what training lessons need
-    (harness/warm_imports.py), when one is chosen. Never forked from this process: it
-    may have started jax, which is multithreaded. Else spawned: light lessons import
-    little."""
-    if not any(info.trains for info in chosen) or "forkserver" not in multiprocessing.get_all_start_methods():
+    (harness/warm_imports.py), when one is chosen, or one that starts Python processes
+    (the warm-start server's forkserver has imported it all then: a worker spawned beside
+    it imported again, 20 s of section 4's 24 on a TPU machine). Never forked from this
+    process: it may have started jax, which is multithreaded. Else spawned: light lessons
+    import little."""
+    if (not any(info.trains or info.starts_processes for info in chosen)
+            or "forkserver" not in multiprocessing.get_all_start_methods()):
         return multiprocessing.get_context("spawn")
     return warm_start.warm_context()
 

@@ -310,3 +310,16 @@ def test_where_one_process_holds_a_tpu_a_lesson_that_starts_processes_runs_on_th
     here.clear()
     runner._in_this_process(chosen, lambda result: None, [], set())
     assert here == ["konfig", "cli", "data"]
+
+
+def test_a_worker_for_a_lesson_that_trains_or_starts_processes_is_forked_warm_others_are_spawned():
+    """Section 4 trains nothing but starts a Python process, so the warm-start server's
+    forkserver has imported jax, Kauldron and TensorFlow already: its worker is forked from
+    there (spawned, it imported them again: 20 s of its 24 on a TPU machine). A light lesson
+    alone gets a spawned worker, which imports little."""
+    from runner import worker_context
+
+    def method(*slugs):
+        return worker_context(registry.select(registry.catalog(), list(slugs))).get_start_method()
+
+    assert (method("ktyping"), method("trainer"), method("kontext", "data")) == ("forkserver", "forkserver", "spawn")
