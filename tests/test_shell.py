@@ -30,6 +30,35 @@ def test_any_other_shell_syntax_goes_whole_to_bash(command):
     assert shell.parse_shell(command, {}) is None
 
 
+def test_a_console_script_of_this_python_starts_through_its_entry_point_also_from_a_target_install(
+        monkeypatch, tmp_path):
+    """`tensorboard` installed beside this interpreter (a venv) or, as `pip install --target
+    DIR` leaves it (a TPU machine's recipe), in DIR/bin on the PATH with this interpreter in
+    its #! line: started as `python -m compat.run --script`, so warm. One whose #! names
+    another program, or a name no entry point has, is started as it is."""
+    real = os.path.realpath(sys.executable)
+    elsewhere = tmp_path / "python" / "bin"
+    elsewhere.mkdir(parents=True)
+    (elsewhere / "python3").symlink_to(real)  # this interpreter, with no scripts beside it
+    target = tmp_path / "site" / "bin"
+    target.mkdir(parents=True)
+    monkeypatch.setattr(sys, "executable", str(elsewhere / "python3"))
+    monkeypatch.setenv("PATH", f"{target}{os.pathsep}{os.environ['PATH']}")
+
+    def console_script(name, first_line):
+        (target / name).write_text(f"{first_line}\nimport sys\n")
+        (target / name).chmod(0o755)  # as pip leaves it: the PATH holds executables only
+        shell._console_script.cache_clear()
+        return shell._console_script(name)
+
+    try:
+        assert console_script("tensorboard", f"#!{real}") is True
+        assert console_script("tensorboard", "#!/bin/sh") is False
+        assert console_script("no-such-entry-point", f"#!{real}") is False
+    finally:
+        shell._console_script.cache_clear()
+
+
 def test_a_page_shows_the_lines_it_asks_for_without_absl_s_prefix_and_dots_for_the_rest():
     output = ("I1207 01:02:03.456789 1234 train_loop.py:99] Starting training loop at step 0\n"
               "noise\nmore noise\n"
