@@ -216,7 +216,7 @@ def main(argv: list[str]) -> int:
             if plots["dir"] is not None and result.figure is not None:
                 path = plots["dir"] / f"{registry.file_stem(result.number, result.slug)}.png"
                 path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_bytes(result.figure[1])
+                path.write_bytes(result.figure.png)
                 result.plots.append(str(path))
             terminal.print_result(result)
 

@@ -25,6 +25,8 @@ import pathlib
 import sys
 from typing import Any, Callable, TextIO
 
+from harness.results import Check, Figure, SkippedCheck
+
 class LessonFailed(Exception):
     """The lesson cannot go on, for a reason its one-line message gives in full."""
 
@@ -60,10 +62,9 @@ class Lesson:
         self.step = -1  # the index of the step running (-1: before the first)
         self.heading: str | None = None  # its heading
         self.facts: dict[str, Any] = {}
-        self.checks_made: list[dict[str, Any]] = []
-        self.skipped_checks: list[dict[str, Any]] = []  # claims this run could not check, and why
-        self.figure: tuple[str, bytes] | None = None  # (title, PNG), drawn by the page's own code
-        self.figure_step: int | None = None
+        self.checks_made: list[Check] = []
+        self.skipped_checks: list[SkippedCheck] = []  # claims this run could not check, and why
+        self.figure: Figure | None = None  # drawn by the page's own code
         self._run_shell = run_shell
         # What must be undone when the lesson ends, however it ends (a child it started).
         self.cleanup = contextlib.ExitStack()
@@ -112,12 +113,7 @@ class Lesson:
     def _record(self, claim: str, passed: bool, internal: str | None, failure: str) -> None:
         if internal is True:
             raise TypeError("internal= takes the reason, such as \"reads Kauldron's source\"")
-        entry: dict[str, Any] = {"claim": claim, "passed": bool(passed)}
-        if internal:
-            entry["internal"] = True
-            entry["internal_because"] = internal
-        entry["step"] = max(self.step, 0)
-        self.checks_made.append(entry)
+        self.checks_made.append(Check(claim, bool(passed), max(self.step, 0), internal or None))
         self.tell(f"  {'✔' if passed else '✘ FAILED:'} {claim}{' (internal)' if internal else ''}\n")
         if not passed:
             raise CheckFailed(failure)
@@ -130,7 +126,7 @@ class Lesson:
     def skip_check(self, claim: str, why: str) -> None:
         """A claim this run cannot check (`why` says what stands in the way): shown and
         recorded apart from the checks, neither passed nor failed."""
-        self.skipped_checks.append({"claim": claim, "why": why, "step": max(self.step, 0)})
+        self.skipped_checks.append(SkippedCheck(claim, why, max(self.step, 0)))
         self.tell(f"  - not checked here: {claim} ({why})\n")
 
     def check(self, condition: Any, claim: str, *, internal: str | None = None) -> None:

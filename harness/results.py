@@ -1,11 +1,92 @@
-"""What a run found, typed: a section's result, and the whole run's report. The runner
-builds them, the terminal, the JSON and the pages read them."""
+"""What a run found, typed: each section's result (its checks, steps and blocks, failure,
+figure), and the whole run's report. The lessons and the runner build them, the terminal
+reads them; `to_json` writes the run's --json, which the pages and the results page read
+(a kept run is a JSON file), its form unchanged by the types."""
 
 from __future__ import annotations
 
 import dataclasses
 import datetime
 from typing import Any
+
+
+@dataclasses.dataclass
+class Check:
+    """A claim the lesson checked, and whether it held, in its step (an index)."""
+
+    claim: str
+    passed: bool
+    step: int
+    internal_because: str | None = None  # it reads what the library does not promise: why
+
+    def to_json(self) -> dict[str, Any]:
+        found: dict[str, Any] = {"claim": self.claim, "passed": self.passed}
+        if self.internal_because:
+            found.update(internal=True, internal_because=self.internal_because)
+        found["step"] = self.step
+        return found
+
+
+@dataclasses.dataclass
+class SkippedCheck:
+    """A claim this run could not check (`why`: what stands in the way): neither passed nor
+    failed."""
+
+    claim: str
+    why: str
+    step: int
+
+
+@dataclasses.dataclass
+class Block:
+    """What one block of a step printed; `line`: where it starts in the section file. A
+    shell block also keeps its command and how many lines its output had."""
+
+    kind: str  # "python", "shell" or "checks"
+    line: int
+    printed: str = ""
+    command: str | None = None
+    output_lines: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {key: value for key, value in dataclasses.asdict(self).items()
+                if value is not None or key not in ("command", "output_lines")}
+
+
+@dataclasses.dataclass
+class Step:
+    """A step as it ran: its heading, its blocks, and what its shown blocks printed
+    together (`printed`)."""
+
+    heading: str
+    printed: str = ""
+    blocks: list[Block] = dataclasses.field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"heading": self.heading, "printed": self.printed, "blocks": [block.to_json() for block in self.blocks]}
+
+
+@dataclasses.dataclass
+class Failure:
+    """Why a section failed. `expected` (a LessonFailed, a bound passed): the message says
+    it all, no traceback needed; `step`: the heading of the step it happened in."""
+
+    type: str
+    message: str
+    expected: bool
+    short_traceback: str = ""
+    traceback: str = ""
+    step: str | None = None
+
+
+@dataclasses.dataclass
+class Figure:
+    """The lesson's figure, as its page's code drew it: a PNG, its title (the pages' alt
+    text) and the step that drew it."""
+
+    title: str
+    png: bytes
+    step: int
 
 
 @dataclasses.dataclass
@@ -17,24 +98,12 @@ class SectionResult:
     seconds: float
     summary: str
     facts: dict[str, Any] = dataclasses.field(default_factory=dict)
-    # Every claim the lesson checked, in order: {"claim", "passed", "step"[, "internal": True,
-    # "internal_because"]}.
-    checks: list[dict[str, Any]] = dataclasses.field(default_factory=list)
-    # For a failure: {"type", "message", "expected", "short_traceback", "traceback", "step"};
-    # "expected" (a LessonFailed) means the message says it all.
-    error: dict[str, Any] | None = None
+    checks: list[Check] = dataclasses.field(default_factory=list)  # in the order made
+    error: Failure | None = None
     plots: list[str] = dataclasses.field(default_factory=list)  # PNG files written
-    # The lesson's steps in order, {"heading", "printed", "blocks"}: each block
-    # {"kind", "line", "printed"} (a shell block also "command", "output_lines"), where
-    # "line" is where it starts in the section file; "printed" (the step's) is its shown
-    # blocks' together.
-    steps: list[dict[str, Any]] = dataclasses.field(default_factory=list)
-    # Claims this run could not check, {"claim", "why", "step"}: neither passed nor failed.
-    skipped_checks: list[dict[str, Any]] = dataclasses.field(default_factory=list)
-    # The lesson's figure, (title, PNG bytes), as its page's code drew it; in the JSON only its
-    # title and the step it belongs to.
-    figure: tuple[str, bytes] | None = None
-    figure_step: int | None = None
+    steps: list[Step] = dataclasses.field(default_factory=list)  # those reached, in order
+    skipped_checks: list[SkippedCheck] = dataclasses.field(default_factory=list)
+    figure: Figure | None = None
 
     @classmethod
     def skipped(cls, info, why: str) -> "SectionResult":
@@ -45,18 +114,22 @@ class SectionResult:
     def crashed(cls, info, error_type: str, message: str) -> "SectionResult":
         """A section whose process died without a result: `message` says it all."""
         return cls(info.number, info.slug, info.title, "failed", 0.0, f"{error_type}: {message}",
-                   error={"type": error_type, "message": message, "expected": True, "short_traceback": "",
-                          "traceback": ""})
+                   error=Failure(error_type, message, expected=True))
 
     def to_json(self) -> dict[str, Any]:
-        found = dataclasses.asdict(self)
-        figure = found.pop("figure")
-        found["figure_title"] = figure[0] if figure else None
-        return found
+        """The JSON's record of the section (the figure: only its title and step)."""
+        return {"number": self.number, "slug": self.slug, "title": self.title, "status": self.status,
+                "seconds": self.seconds, "summary": self.summary, "facts": self.facts,
+                "checks": [check.to_json() for check in self.checks],
+                "error": dataclasses.asdict(self.error) if self.error else None, "plots": self.plots,
+                "steps": [step.to_json() for step in self.steps],
+                "skipped_checks": [dataclasses.asdict(skipped) for skipped in self.skipped_checks],
+                "figure_step": self.figure.step if self.figure else None,
+                "figure_title": self.figure.title if self.figure else None}
 
     @property
     def failed_checks(self) -> int:
-        return sum(not check["passed"] for check in self.checks)
+        return sum(not check.passed for check in self.checks)
 
 
 @dataclasses.dataclass

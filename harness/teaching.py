@@ -25,12 +25,11 @@ import sys
 import textwrap
 import time
 import traceback
-from typing import Any
 
 from harness import bounds, lesson_format, processes, runtime, shell
 from harness.lesson import CheckFailed, Lesson, LessonFailed, SkipSection
 from harness.registry import SectionInfo, section_file
-from harness.results import SectionResult
+from harness.results import Block, Failure, Figure, SectionResult, Step
 
 # How many innermost frames of an unexpected error are shown under its section.
 SHORT_TRACEBACK_FRAMES = 3
@@ -70,10 +69,9 @@ def run(info: SectionInfo, workdir: pathlib.Path, bound: float | None = None) ->
     except SkipSection as e:
         status, teacher.lesson.summary = "skipped", str(e)
     except (Exception, bounds.SectionTimedOut) as e:  # noqa: BLE001 - one section's failure never stops the run
-        status, error = "failed", _error(e)
-        error["step"] = teacher.lesson.heading
+        status, error = "failed", _error(e, teacher.lesson.heading)
         where = f'in step "{teacher.lesson.heading}": ' if teacher.lesson.heading else ""
-        teacher.lesson.summary = f"{where}{error['type']}: {error['message']}"
+        teacher.lesson.summary = f"{where}{error.type}: {error.message}"
     finally:
         os.chdir(directory)
         os.environ.clear()
@@ -83,8 +81,7 @@ def run(info: SectionInfo, workdir: pathlib.Path, bound: float | None = None) ->
     runtime.release_memory()
     lesson = teacher.lesson
     return SectionResult(info.number, info.slug, info.title, status, seconds, lesson.summary, lesson.facts,
-                         lesson.checks_made, error, [], teacher.steps, lesson.skipped_checks, lesson.figure,
-                         lesson.figure_step)
+                         lesson.checks_made, error, [], teacher.steps, lesson.skipped_checks, lesson.figure)
 
 
 def stuck_file(workdir: pathlib.Path) -> pathlib.Path:
@@ -109,8 +106,8 @@ class _Teacher:
     def __init__(self, workdir: pathlib.Path):
         self.workdir = workdir
         self.lesson = Lesson(workdir, shown=sys.stdout, run_shell=self.shell)
-        self.steps: list[dict[str, Any]] = []
-        self.block: dict[str, Any] | None = None  # the record of the block running
+        self.steps: list[Step] = []
+        self.block: Block | None = None  # the record of the block running
         self.background: list[_Background] = []
         self.shells: list[shell.Shell] = []  # every command started, to stop if the section is stuck
 
@@ -119,11 +116,11 @@ class _Teacher:
         for index, step in enumerate(source.steps):
             self._finish_background(lambda entry: entry.needed_by == step.heading)
             self.lesson.step, self.lesson.heading = index, step.heading
-            self.steps.append({"heading": step.heading, "printed": "", "blocks": []})
+            self.steps.append(Step(step.heading))
             self.lesson.tell("\n" + textwrap.indent(step.prose, "  ") + "\n\n")
             for block in step.blocks:
-                self.block = {"kind": block.kind, "line": block.line, "printed": ""}
-                self.steps[-1]["blocks"].append(self.block)
+                self.block = Block(block.kind, block.line)
+                self.steps[-1].blocks.append(self.block)
                 code = compile(ast.Module(body=block.statements, type_ignores=[]), str(source.path), "exec")
                 try:
                     exec(code, namespace)  # noqa: S102 - the lesson's own code, as a notebook runs a cell
@@ -155,14 +152,13 @@ class _Teacher:
             figure.savefig(drawn, format="png", dpi=100)
             pyplot.close(figure)
             titles = [figure.get_suptitle(), *(ax.get_title() for ax in figure.axes), self.lesson.heading]
-            self.lesson.figure = (next(title for title in titles if title), drawn.getvalue())
-            self.lesson.figure_step = step
+            self.lesson.figure = Figure(next(title for title in titles if title), drawn.getvalue(), step)
 
     def shell(self, command: str, *, background: bool, shows: str | None, check: bool, timeout: float | None,
               needed_by: str | None = None):
         """Runs a shell block's command (Lesson.shell); waits for it unless `background`."""
         record = self.block
-        record.update(command=command, printed="")
+        record.command, record.printed = command, ""
         self.lesson.tell(textwrap.indent("$ " + command.replace("\n", "\n  "), INDENT) + "\n")
         with processes.ctrl_c_held():
             running = shell.Shell(command, self.workdir, timeout)
@@ -175,14 +171,14 @@ class _Teacher:
             return running
         return self._finish(running, record, shows, check)
 
-    def _finish(self, running: shell.Shell, record: dict, shows: str | None, check: bool, step: int = -1):
+    def _finish(self, running: shell.Shell, record: Block, shows: str | None, check: bool, step: int = -1):
         try:
             running.wait()
         except processes.ProcessFailed as e:
             raise LessonFailed(str(e)) from None
         shown = shell.excerpt(running.output, shows)
-        record.update(printed=shown + "\n" if shown else "", output_lines=len(running.output.splitlines()))
-        self.steps[step]["printed"] += record["printed"]
+        record.printed, record.output_lines = shown + "\n" if shown else "", len(running.output.splitlines())
+        self.steps[step].printed += record.printed
         if shown:
             self.lesson.tell(textwrap.indent(shown, INDENT) + "\n")
         if check and running.returncode != 0:
@@ -193,7 +189,7 @@ class _Teacher:
         """A command started in the background, waited for; its output shown now, and
         recorded with the step that started it."""
         if entry.step != self.lesson.step:
-            self.lesson.tell(f"{INDENT}(waiting for the command in the background: $ {entry.record['command']})\n")
+            self.lesson.tell(f"{INDENT}(waiting for the command in the background: $ {entry.record.command})\n")
         return self._finish(entry.running, entry.record, entry.shows, entry.check, entry.step)
 
     def _finish_background(self, due) -> None:
@@ -214,9 +210,9 @@ class _Teacher:
         """What the lesson's code printed, kept with the block that printed it."""
         if self.block is None:
             return
-        self.block["printed"] += text
-        if self.block["kind"] != "checks":
-            self.steps[-1]["printed"] += text
+        self.block.printed += text
+        if self.block.kind != "checks":
+            self.steps[-1].printed += text
 
 
 @dataclasses.dataclass
@@ -224,7 +220,7 @@ class _Background:
     """A shell block's command running in the background."""
 
     running: shell.Shell
-    record: dict[str, Any]  # its block's record, where its output goes
+    record: Block  # its block's record, where its output goes
     shows: str | None
     check: bool
     needed_by: str | None  # the heading of the step that waits for it; None: its own step's end
@@ -284,13 +280,8 @@ def one_line(message: str) -> str:
     return f"{lines[0]} ... {lines[-1]}" if lines[0].endswith(":") and len(lines) > 1 else lines[0]
 
 
-def _error(e: BaseException) -> dict[str, Any]:
+def _error(e: BaseException, step: str | None) -> Failure:
     frames = traceback.extract_tb(e.__traceback__)
-    short = "".join(traceback.format_list(frames[-SHORT_TRACEBACK_FRAMES:]))
-    return {
-        "type": type(e).__name__,
-        "message": one_line(str(e)),
-        "expected": isinstance(e, (LessonFailed, bounds.SectionTimedOut)),
-        "short_traceback": short,
-        "traceback": "".join(traceback.format_exception(type(e), e, e.__traceback__)),
-    }
+    return Failure(type(e).__name__, one_line(str(e)), expected=isinstance(e, (LessonFailed, bounds.SectionTimedOut)),
+                   short_traceback="".join(traceback.format_list(frames[-SHORT_TRACEBACK_FRAMES:])),
+                   traceback="".join(traceback.format_exception(type(e), e, e.__traceback__)), step=step)

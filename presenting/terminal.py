@@ -6,6 +6,8 @@ from __future__ import annotations
 import pathlib
 import textwrap
 
+from harness.results import Check, SectionResult
+
 RULE = "=" * 78
 
 
@@ -47,27 +49,27 @@ def section_banner(info) -> str:
     return f"\n{RULE}\n{info.number}. {info.title}  [{info.slug}]\n{RULE}"
 
 
-def checks_counted(checks: list[dict]) -> str:
+def checks_counted(checks: list[Check]) -> str:
     """'12 checks', or '12 checks, 1 failed'."""
-    failed = sum(not check["passed"] for check in checks)
+    failed = sum(not check.passed for check in checks)
     text = f"{len(checks)} check" + ("" if len(checks) == 1 else "s")
     return text + (f", {failed} failed" if failed else "")
 
 
-def print_result(result) -> None:
+def print_result(result: SectionResult) -> None:
     timing = f"{result.seconds:.1f} s, {checks_counted(result.checks)}"
     if result.status == "failed":
         print(f"-> FAILED ({timing}): {result.summary}")
-        if not result.error["expected"]:
+        if not result.error.expected:
             print("   last frames:")
-            print("   " + result.error["short_traceback"].rstrip().replace("\n", "\n   "))
+            print("   " + result.error.short_traceback.rstrip().replace("\n", "\n   "))
     else:
         print(f"-> {result.status} ({timing}): {result.summary}")
     for path in result.plots:
         print(f"   figure: {path}")
 
 
-def print_summary(results: list, totals: dict) -> None:
+def print_summary(results: list[SectionResult], totals: dict) -> None:
     print(f"\n{RULE}\nSUMMARY\n{RULE}")
     width = max(len(r.slug) for r in results)
     for r in results:

@@ -11,6 +11,7 @@ from kauldron import kontext
 from harness import lesson_format, teaching
 from harness.lesson import CheckFailed, Lesson
 from harness.registry import SectionInfo
+from harness.results import SkippedCheck
 
 
 def test_checks_are_recorded_in_order_with_their_claims(tmp_path):
@@ -20,7 +21,7 @@ def test_checks_are_recorded_in_order_with_their_claims(tmp_path):
     lesson.check_close(0.1 + 0.2, 0.3, "a float sum", rel=1e-9)
     lesson.check_raises(KeyError, lambda: {}["x"], "a missing key")
     lesson.check(True, "read through a private name", internal="a private name")
-    assert lesson.checks_made == [
+    assert [check.to_json() for check in lesson.checks_made] == [
         {"claim": "one and one make two", "passed": True, "step": 0},
         {"claim": "the list = [1, 2]", "passed": True, "step": 0},
         {"claim": "a float sum = 0.3 within rel 1e-09", "passed": True, "step": 0},
@@ -47,7 +48,7 @@ def test_a_failed_check_is_recorded_and_fails_the_lesson(tmp_path, make_it_fail)
     with pytest.raises(CheckFailed, match="a false claim"):
         make_it_fail(lesson)
     (check,) = lesson.checks_made
-    assert check["passed"] is False and check["claim"].startswith("a false claim")
+    assert check.passed is False and check.claim.startswith("a false claim")
 
 
 FAKE = '''
@@ -103,15 +104,15 @@ def installed(source: str, tmp_path, monkeypatch):
 def test_a_lesson_runs_block_by_block_and_each_keeps_what_it_printed(fake_section, tmp_path, capsys):
     """The prose indented by two, the code's output by four, the checks; a failure names its step."""
     result = teaching.run(fake_section, tmp_path / "runs" / "99-fake")
-    assert [step["heading"] for step in result.steps] == ["One", "Two"]
-    assert [[(block["kind"], block["printed"]) for block in step["blocks"]] for step in result.steps] == [
+    assert [step.heading for step in result.steps] == ["One", "Two"]
+    assert [[(block.kind, block.printed) for block in step.blocks] for step in result.steps] == [
         [("python", "a value\n"), ("checks", "")], [("python", "another value\n"), ("checks", "")]]
-    assert result.steps[0]["blocks"][0]["line"] == 17  # where the block starts in the file
+    assert result.steps[0].blocks[0].line == 17  # where the block starts in the file
     assert (tmp_path / "runs" / "99-fake" / "written").read_text() == "here"  # `workdir` is the lesson's
-    assert [(check["claim"], check["passed"], check["step"]) for check in result.checks] == [
+    assert [(check.claim, check.passed, check.step) for check in result.checks] == [
         ("a claim of step one", True, 0), ("a false claim", False, 1)]
-    assert result.skipped_checks == [{"claim": "a claim this run cannot make", "why": "why not", "step": 0}]
-    assert result.status == "failed" and result.error["step"] == "Two"
+    assert result.skipped_checks == [SkippedCheck("a claim this run cannot make", "why not", 0)]
+    assert result.status == "failed" and result.error.step == "Two"
     assert result.summary == 'in step "Two": CheckFailed: not true: a false claim'
     shown = capsys.readouterr().out
     assert "  Its introduction.\n" in shown and "  ## One\n" in shown and "\n    a value\n" in shown
@@ -174,8 +175,8 @@ def killed_meanwhile(tmp_path, monkeypatch):
 def test_a_check_failing_because_a_background_command_died_reports_the_death(killed_meanwhile, tmp_path):
     """As section 18's check of its job's port does when a process of the job is killed."""
     result = teaching.run(killed_meanwhile, tmp_path / "runs" / "99-fake")
-    assert result.status == "failed" and result.error["type"] == "LessonFailed"
-    assert result.error["message"].startswith("`python -c 'import os, signal; os.kill(os.getpid(), signal.SIGKILL)'`"
+    assert result.status == "failed" and result.error.type == "LessonFailed"
+    assert result.error.message.startswith("`python -c 'import os, signal; os.kill(os.getpid(), signal.SIGKILL)'`"
                                               " exited -9 (SIGKILL)")
 
 
@@ -226,5 +227,5 @@ def test_a_command_in_the_background_runs_on_until_the_step_that_needs_it(needed
     result = teaching.run(needed_later, tmp_path / "runs" / "99-fake")
     assert result.status == "passed", result.summary
     start, meanwhile, use = result.steps
-    assert start["printed"] == "finished\n"
-    assert (meanwhile["printed"], use["printed"]) == ("still running: True\n", "done\n")
+    assert start.printed == "finished\n"
+    assert (meanwhile.printed, use.printed) == ("still running: True\n", "done\n")

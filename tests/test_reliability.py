@@ -407,11 +407,11 @@ def test_a_command_that_stops_printing_fails_its_lesson_in_one_line_within_its_b
     began = time.monotonic()
     result = teaching.run(info, tmp_path / "99-stuck-command", bound=10)  # should the command's bound fail
     assert time.monotonic() - began < 8
-    assert result.status == "failed" and result.error["expected"]
+    assert result.status == "failed" and result.error.expected
     assert result.summary == ('in step "A job that stops moving": LessonFailed: `python -m stuck_job`: its process printed nothing'
                               ' for 0.5 s, after "[0] collection=train losses/logcosh=1.5": stopped')
     assert [process.killed for process in started] == [True]  # nothing left behind
-    assert "not reached" not in json.dumps(result.steps)
+    assert "not reached" not in json.dumps(result.to_json()["steps"])
 
 
 def test_a_section_past_its_bound_fails_in_one_line_naming_its_step(monkeypatch, tmp_path):
@@ -422,7 +422,7 @@ def test_a_section_past_its_bound_fails_in_one_line_naming_its_step(monkeypatch,
     result = teaching.run(info, tmp_path / "03-kontext", bound=0.5)
     assert time.monotonic() - began < 3
     assert (result.status, result.summary) == ("failed", "SectionTimedOut: did not finish in 0.5 s (its bound): stopped")
-    assert result.error["type"] == "SectionTimedOut" and not teaching.stuck_file(tmp_path / "03-kontext").exists()
+    assert result.error.type == "SectionTimedOut" and not teaching.stuck_file(tmp_path / "03-kontext").exists()
 
 
 def test_a_section_s_bound_is_five_times_its_last_passing_run_and_at_least_two_minutes(monkeypatch):
