@@ -2,9 +2,10 @@
 
 A loss subclasses `kd.losses.Loss`, names its inputs with kontext keys and implements
 `get_values`; the base class does the rest: weighting, masking, and averaging into a state
-that merges. A metric is not a number but such a *state*. The two this lesson studies,
-`LogCosh` and `WithinTol`, live in `sections/parts/regression.py` (shown below), where the
-Trainer lessons use them; `MedianAbsError`, a metric that is not an average, comes first.
+that merges. A metric's value is not a number but such a *state*. The two this lesson
+studies, `LogCosh` and `WithinTol`, live in `sections/parts/regression.py` (shown below),
+where the Trainer lessons use them; `MedianAbsError`, a metric that is not an average,
+comes first.
 """
 
 import dataclasses
@@ -92,7 +93,8 @@ def loss_and_metric(lesson: Lesson):
     ## A mask is a key too
 
     Give the loss `mask="batch.mask"`, and it masks by the array the context holds there:
-    only values where the mask is 1 count, and the average is over those. A loss without
+    only values where the mask is 1 count, and the average is over those (by default:
+    `normalize_by="values"` divides by all the values instead). A loss without
     the key ignores the mask in the batch. (Called with arrays, `mask=` is an array and
     the key plays no part.)
     """)

@@ -103,7 +103,7 @@ def evaluate_checkpoint_resume(lesson: Lesson, workdir):
         lesson.check_close(evals[0]["metrics/within_tol"], float(hits.mean()),
                            "eval within_tol at step 0 = the pooled ratio over all 128 rows")
         lesson.check_close(default[0]["metrics/within_tol"], float(hits[:96].mean()),
-                           "eval_default within_tol at step 0 = the pooled ratio over the first 96 rows (remainder dropped)")
+                           "eval_default within_tol at step 0 = the ratio over the first 96 rows (remainder dropped)")
         lesson.check_close(evals[0]["losses/logcosh"], float(np.mean(np.log(np.cosh(preds - targets)))),
                            "eval logcosh at step 0 = numpy's over the 128 rows", rel=1e-5)
         lesson.fact("eval_within_tol_at_0", {"all_rows": evals[0]["metrics/within_tol"],

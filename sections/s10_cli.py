@@ -46,9 +46,9 @@ def experiment_from_the_command_line(lesson: Lesson, workdir):
     ## The workdir records what ran
 
     `config.json` is the config after the flags of the run that started the workdir (a
-    run resumed on it leaves the file as it was: section 9): the optimizer the `py::`
-    expression built, the run length, the workdir; the model is the config file's. The
-    losses are in `train/`.
+    run resumed on it from a checkpoint after step 0 leaves the file as it was: section
+    9): the optimizer the `py::` expression built, the run length, the workdir; the model
+    is the config file's. The losses are in `train/`.
     """)
     config = json.loads((workdir / "run" / "config.json").read_text())
     print({key: config[key] for key in ("optimizer", "num_train_steps", "model")})
@@ -62,7 +62,7 @@ def experiment_from_the_command_line(lesson: Lesson, workdir):
                            "the model in config.json (the config file's)")
         lesson.check((workdir / "run" / "train_complete.txt").exists() and max(losses) == 50 and losses[50] < losses[0],
                      "the run completed: train_complete.txt, and a loss logged at step 50 lower than at step 0")
-        lesson.skip_check("a run resumed on the workdir leaves config.json as it was",
+        lesson.skip_check("a run resumed on the workdir from a checkpoint after step 0 leaves config.json as it was",
                           "section 9 checks it on a resumed train(), the loop kauldron.main runs")
         lesson.fact("logged_logcosh", {str(step): losses[step] for step in (0, 50)})
 
@@ -76,9 +76,11 @@ def experiment_from_the_command_line(lesson: Lesson, workdir):
     string `'null'` in a field that holds `None` or a string, and a number's field refuses
     it. Inside a JSON object, JSON's `true` is not a Python literal either:
     the value stays a string, and a field that holds a config refuses a string.
-    Kauldron's launcher writes each value of a sweep as JSON; an optimizer such as
-    `optax.adamw(0.001, nesterov=True)` becomes such an object, and the job fails at its
-    flags:
+    Kauldron's launcher writes each value of a sweep as JSON (a string as it is,
+    unquoted); an optimizer such as `optax.adamw(0.001, nesterov=True)` becomes such an
+    object, and the job fails at its flags. Swept as the string
+    `"py::optax.adamw(0.001, nesterov=True)"`, it arrives as a `py::` expression, which
+    `kauldron.main` builds.
     """)
     adamw = lesson.shell("python -m kauldron.main --cfg=configs/regression.py --cfg.workdir=$WORKDIR/adamw"
                          """ '--cfg.optimizer={"__qualname__": "optax:adamw", "0": 0.001, "nesterov": true}'""",
@@ -105,6 +107,14 @@ def experiment_from_the_command_line(lesson: Lesson, workdir):
                             "--cfg.num_train_steps=null, parsed as kauldron.main parses it,")
         lesson.check_raises(TypeError, lambda: parsed_config(["--cfg=configs/regression.py", f"--cfg.optimizer={ADAMW_JSON}"]),
                             "the same JSON parsed in this process, as kauldron.main parses it,")
+        PY_ADAMW = "py::optax.adamw(0.001, nesterov=True)"
+        lesson.check_equal(json_utils.arg_to_json(PY_ADAMW), PY_ADAMW,
+                           "arg_to_json of the string py::optax.adamw(0.001, nesterov=True): the string, unquoted",
+                           internal="a private name")
+        lesson.check(parsed_config(["--cfg=configs/regression.py", f"--cfg.optimizer={PY_ADAMW}"]).optimizer
+                     == optax_cfg.adamw(0.001, nesterov=True),
+                     "--cfg.optimizer=py::optax.adamw(0.001, nesterov=True), parsed as kauldron.main parses it: the"
+                     " config of optax.adamw(0.001, nesterov=True)")
         lesson.check('kd.konfig.DEFINE_config_file(\n      "cfg"' in library_source("kauldron.main"),
                      "kauldron/main.py defines --cfg with kd.konfig.DEFINE_config_file", internal="reads Kauldron's source")
 

@@ -84,14 +84,21 @@ def data_parallel_training(lesson: Lesson, workdir):
                            "placing a batch of 30 rows with the Trainer's batch sharding on 8 devices: jax's error")
         from configs import heldout as heldout_config  # the regression with evaluators (section 15)
 
-        evaluated = heldout_config.get_config()
-        evaluated.workdir = str(workdir / "evaluated")
-        evaluated.sharding = kd_cfg.sharding.ShardingStrategy(batch=kd_cfg.sharding.REPLICATED)  # not the default
-        evaluating = konfig.resolve(evaluated)
-        eval_batch = next(iter(evaluating.evals["heldout"].ds_iter))
-        lesson.check(all(array.sharding == evaluating.sharding.batch and array.sharding.spec == jax.P()
-                         for array in jax.tree.leaves(eval_batch)),
-                     "an evaluator places its batches with the Trainer's batch sharding (set to REPLICATED here)")
+        def eval_batch_specs(sharding=None) -> set:
+            """The partition specs of an evaluator's first batch, where each array's sharding is
+            the Trainer's batch sharding (else None)."""
+            evaluated = heldout_config.get_config()
+            evaluated.workdir = str(workdir / "evaluated")
+            if sharding is not None:
+                evaluated.sharding = sharding
+            evaluating = konfig.resolve(evaluated)
+            return {array.sharding.spec if array.sharding == evaluating.sharding.batch else None
+                    for array in jax.tree.leaves(next(iter(evaluating.evals["heldout"].ds_iter)))}
+
+        lesson.check(eval_batch_specs() == {jax.P("devices")}
+                     and eval_batch_specs(kd_cfg.sharding.ShardingStrategy(batch=kd_cfg.sharding.REPLICATED)) == {jax.P()},
+                     "an evaluator places its batches with the Trainer's batch sharding: split by default,"
+                     " whole when the Trainer's is REPLICATED")
         lesson.check(all(array["spec"] == [] and array["shard"] == array["shape"]
                          for part in ("params", "opt_state") for array in replicated[part].values()),
                      "with the default strategy every parameter and optimizer-state array is whole on each device")

@@ -63,8 +63,9 @@ def evaluators_and_summaries(lesson: Lesson, workdir):
     one: `every` (`StandaloneEveryCheckpoint`) evaluates that one, and never sees those
     saved in between; `final` (`StandaloneLastCheckpoint`) evaluates once, at the end,
     the last checkpoint the job restored. It looks again 10 s after it found the last
-    one, for up to 10 s, and stops when none came and `train_complete.txt`, which
-    `train()` writes at its end, exists: even on a finished run it takes about 20 s.
+    one (at once, if evaluating it took longer), for up to 10 s, and stops when none came
+    and `train_complete.txt`, which `train()` writes at its end, exists: even on a
+    finished run it takes about 20 s.
     Nothing deletes that file: on the workdir of a run that finished once, an eval job
     stops at its first 10 s without a new checkpoint, even while a resumed run trains.
     Before all that, it waits for the `element_spec.json` that `train()` writes as a run

@@ -101,9 +101,10 @@ def an_nnx_model(lesson: Lesson, workdir):
     each step, Kauldron also keeps `state.collections["nnx"]`: the module's structure
     (`graphdef`), its RNG state (`rng_vars`, here the dropout layer's key and counter)
     and the rest of its state (`attributes`: other nnx Variables, a BatchNorm's
-    statistics for example, or arrays marked `nnx.data`; none here). The module's
-    fields are part of `graphdef`. The module in
-    the config never gets layers; the initial values come from the Trainer's seed.
+    statistics for example, or array attributes: jax and numpy arrays count as data
+    unmarked, `nnx.data` marks others; none here). The module's fields are part of
+    `graphdef`. The module in the config never gets layers; the initial values come from
+    the Trainer's seed.
     """)
     print(jax.tree.map(lambda v: (type(v).__name__, v.shape), state.params, is_leaf=lambda v: isinstance(v, nnx.Variable)))
     print(sorted(state.collections["nnx"]))
@@ -141,8 +142,10 @@ def an_nnx_model(lesson: Lesson, workdir):
 
     Kauldron tells the module its mode with the same flag as a Linen module's
     (`is_training_property`), and `KdNnxModule` turns it into NNX's own
-    `module.train()` or `module.eval()`, which switch `nnx.Dropout` on or off. An
-    evaluator reseeds only the RNG streams with `eval=True` (none by default), from
+    `module.train()` or `module.eval()`, which switch `nnx.Dropout` on or off. Called
+    without the flag, `KdNnxModule.apply` runs in train mode (`is_training_property=True`
+    by default), where a Linen module that reads `kd.nn.train_property` raises (section
+    14): pass it when you predict. An evaluator reseeds only the RNG streams with `eval=True` (none by default), from
     each batch's index (with `per_step=True`, the default). Otherwise a module that
     draws randomness in eval mode draws it from the key and counter its state holds:
     the same numbers for every batch.
@@ -157,6 +160,8 @@ def an_nnx_model(lesson: Lesson, workdir):
     print("streams an evaluator passes:", dropout.rng_streams.eval_rngs(0))
     with lesson.checks():
         lesson.check(not np.array_equal(train_1, train_2), "in train mode, two dropout keys give different outputs")
+        lesson.check(np.array_equal(dropout.model.apply(variables, x, rngs={"dropout": keys[0]})["y"], train_1),
+                     "KdNnxModule.apply without is_training_property, given the first key: train mode's outputs")
         lesson.check(np.array_equal(evaluated, MLP(inputs="batch.x").apply({"params": plain(start.params)}, x)["y"]),
                      "in eval mode, dropout is off: the outputs are the Linen MLP's with the same values")
         lesson.check_equal(dropout.rng_streams.eval_rngs(0), {}, "the RNG streams an evaluator passes, none with eval=True")

@@ -167,7 +167,7 @@ def two_processes_one_job(lesson: Lesson, workdir):
                            internal="reads orbax's file layout")
         check_shares(lesson, workdir / "job" / "checkpoints" / "ckpt_20" / "default")
         lesson.check_equal(sorted(read_scalars(workdir / "job", "train")), [0, 10, 20, 30, 40],
-                           "the steps logged in the job's workdir: the job's, then the resumed run's from 20 on")
+                           "the steps logged in the job's workdir")
         check_resumed(lesson, workdir, resumed.output, curves["job"][20])
         lesson.fact("max_relative_loss_difference", relative)
         lesson.summary = f"2 processes x 4 devices on loopback, 16 rows each per batch; loss within {relative:.1g} of one device's"
