@@ -88,7 +88,9 @@ def digits_end_to_end(lesson: Lesson, workdir):
     holds the chip), from a terminal too: the lock is the machine's. Start it once no
     process holds the chip (shut the kernel down, or use one that has not run jax), or
     run kernel and commands on the CPU: `%env JAX_PLATFORMS=cpu` as the kernel's first
-    cell, which its commands inherit. This tutorial runs such pages on the CPU there.
+    cell, which its commands inherit. This tutorial runs such pages on the CPU there, so
+    its numbers are a CPU's: on the chip, float32 matrix products run in bfloat16 at
+    jax's default precision, and the accuracies, even the best step, can differ.
     """)
     main_run = lesson.shell("python -m kauldron.main --cfg=configs/digits.py --cfg.workdir=$WORKDIR/run"
                             " --cfg.aux.data_dir=$WORKDIR/tensorflow_datasets",
