@@ -5,7 +5,7 @@ may compare results with harness.compare in its checks.
 lesson_format.py reads the lesson format; registry.py lists the sections; teaching.py runs one,
 block by block; lesson.py is what its checks talk to; shell.py runs a lesson's shell
 commands, warm_start.py forks their `python -m` processes (and the runner's workers) warm,
-processes.py holds what every process shares (priority, a held Ctrl-C); runtime.py holds
+processes.py holds what every process shares (a held Ctrl-C, stopping one); runtime.py holds
 the process-wide settings; results.py the typed results.
 """
 

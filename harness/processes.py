@@ -1,6 +1,6 @@
 """What every process the tutorial starts shares, whatever starts it: `python -m` as
-this environment needs it, a Ctrl-C held while a process is handed over, priorities, and
-stopping one.
+this environment needs it, a Ctrl-C held while a process is handed over, and stopping
+one.
 
 A lesson starts processes only through the shell commands its page shows: harness/shell.py
 runs them. A `python -m` among them is forked, with jax, Kauldron and TensorFlow imported
@@ -64,27 +64,6 @@ def ctrl_c_held():
             signal.signal(signum, handler)
         if pressed:
             signal.raise_signal(pressed[0])  # handled now by whoever handled it before
-
-
-# -- priority ---------------------------------------------------------------------
-
-# The niceness of the run's workers, all but the one running the run's longest chain of
-# processes (runner/__init__.py): measured, section 15's eval job then ends about 3 s sooner.
-LOW_PRIORITY = 10
-
-
-def niceness() -> int:
-    return os.getpriority(os.PRIO_PROCESS, 0)
-
-
-def lower_priority(to: int = LOW_PRIORITY) -> None:
-    """This process at niceness `to` (never higher priority than it is), every thread of it:
-    on Linux, niceness is a thread's, and jax's and TensorFlow's pools of threads may have
-    started already. Processes it starts from now on start there too."""
-    tasks = pathlib.Path("/proc/self/task")
-    for tid in [int(task.name) for task in tasks.iterdir()] if tasks.is_dir() else [0]:
-        with contextlib.suppress(OSError):  # a thread that ended meanwhile
-            os.setpriority(os.PRIO_PROCESS, tid, max(to, os.getpriority(os.PRIO_PROCESS, tid)))
 
 
 def stop(proc) -> None:

@@ -13,7 +13,7 @@ down; `tutorial.py --no-warm-start` sets it), children are started with
 `subprocess.Popen`, and lessons cannot tell.
 
 A child joins the process group of the worker that asked for it, so stopping a worker
-stops its children too, and runs at its priority, as a Popen child would.
+stops its children too.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ import tempfile
 import threading
 import warnings
 
-from harness.processes import ROOT, ProcessFailed, jax_platforms_from_environment, lower_priority, niceness
+from harness.processes import ROOT, ProcessFailed, jax_platforms_from_environment
 
 ADDRESS_ENV = "KAULDRON_TUTORIAL_WARM_START"  # the server's socket, set in the workers; "0": never warm
 
@@ -155,9 +155,8 @@ class WarmChild:
         self.args, self.returncode, self._received = command, None, b""
         self._connection = socket.socket(socket.AF_UNIX)
         self._connection.connect(address)
-        # Niceness too: a child runs at its parent's priority, as a Popen child would.
         request = {"command": command, "cwd": str(cwd), "env": env, "output": str(output),
-                   "pgid": os.getpgrp() if pgid is None else pgid, "niceness": niceness()}
+                   "pgid": os.getpgrp() if pgid is None else pgid}
         self._connection.sendall(json.dumps(request).encode() + b"\n")
         pid = self._line(timeout=FORK_SECONDS)  # waits while the forkserver still imports
         if pid is None:
@@ -264,7 +263,6 @@ def _become(request: dict, set_up: int) -> None:
     import setproctitle
 
     os.setpgid(0, request["pgid"])
-    lower_priority(request["niceness"])
     setproctitle.setproctitle(shlex.join(request["command"]))  # what `ps` shows, not the server's command
     os.write(set_up, b"1")
     os.close(set_up)

@@ -115,11 +115,10 @@ class Runner:
             # the run never knew of, which failed with a traceback after the run had exited
             # (seen in CI). Raised at the block's end, it also replaces the error a SIGTERM to
             # the whole process group (`timeout`, a CI runner) causes by stopping the forkserver.
-            head = at_normal_priority(start_order)
             with processes.ctrl_c_held():
                 for info in start_order:
                     futures[info.slug] = pool.submit(run_captured, info, self.section_dir(info), self.no_compat,
-                                                     info is not head, durations.bound(info.slug, self.seconds))
+                                                     durations.bound(info.slug, self.seconds))
             for index, info in enumerate(print_order):
                 while not futures[info.slug].done():  # the status line, every second, on a terminal
                     # The pool hands the next in line over early: as many as there are workers.
@@ -178,17 +177,6 @@ def start_order(chosen: list[registry.SectionInfo], seconds: dict[str, float]) -
     return sorted(chosen, key=lambda info: (not info.start_early, -seconds.get(info.slug, 0.0)))
 
 
-def at_normal_priority(order: list[registry.SectionInfo]) -> registry.SectionInfo | None:
-    """The section whose worker and processes keep normal priority while every other runs
-    lower (processes.LOW_PRIORITY): the first in `order` when it starts early, a lesson
-    that mostly waits on a chain of processes of its own (section 15's eval job waits
-    20 s by design), which then never waits for a lesson beside it. None when there is
-    nothing to put first."""
-    if len(order) > 1 and order[0].start_early:
-        return order[0]
-    return None
-
-
 def worker_context(chosen: list[registry.SectionInfo]):
     """Workers forked from the forkserver that has imported what training lessons need
     (harness/warm_imports.py), when one is chosen, or one that starts Python processes
@@ -221,14 +209,11 @@ def start_worker(no_compat: bool, cache: pathlib.Path | None, workdir: pathlib.P
         compat.install_all()
 
 
-def run_captured(info: registry.SectionInfo, workdir: pathlib.Path, no_compat: bool, low_priority: bool = False,
+def run_captured(info: registry.SectionInfo, workdir: pathlib.Path, no_compat: bool,
                  bound: float | None = None) -> tuple:
     """One section in a worker: its result, what it printed (for the driver to print in
     order), and the worker's devices and compat decisions (for the driver's header: it
-    need not start jax itself). `low_priority`: the worker, and the processes the section
-    starts, run at processes.LOW_PRIORITY from now on."""
-    if low_priority:
-        processes.lower_priority()
+    need not start jax itself)."""
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
         result = teaching.run(info, workdir, bound)

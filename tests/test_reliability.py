@@ -20,7 +20,7 @@ from conftest import ROOT, processes_with, readme_command, sections_printed
 
 from harness import bounds, processes, registry, shell, teaching, warm_start
 from harness.results import SectionResult
-from runner import at_normal_priority, durations, start_order
+from runner import durations, start_order
 
 QUIET = dict(os.environ, TQDM_DISABLE="1", TF_CPP_MIN_LOG_LEVEL="3")
 
@@ -77,17 +77,6 @@ def test_workers_start_early_sections_then_the_longest_of_earlier_runs(tmp_path)
     assert durations.load(tmp_path) == {} and durations.load(None) == {}
 
 
-def test_the_longest_chain_of_processes_runs_at_normal_priority_and_every_other_section_lower():
-    """Section 15 waits 20 s on its eval job, after training in a process of its own: the
-    longest chain of the run. Started first, at normal priority, it waits for nothing
-    beside it; the sections beside it run lower (run_captured lowers their workers)."""
-    order = start_order(registry.catalog(), {"evals": 24.0, "digits": 11.0, "multihost": 10.0, "checkpoint": 3.9})
-    assert at_normal_priority(order).slug == "evals"
-    guide_scope = registry.select(registry.catalog(), [str(number) for number in range(1, 10)])
-    assert at_normal_priority(start_order(guide_scope, {})) is None  # none of them waits on processes
-    assert at_normal_priority(start_order(registry.select(registry.catalog(), ["evals"]), {})) is None  # alone
-
-
 def result(slug: str, status: str, seconds: float) -> SectionResult:
     return SectionResult(0, slug, slug, status, seconds, "")
 
@@ -127,31 +116,6 @@ def test_a_warm_started_child_is_the_command_it_was_given(tmp_path):
             assert expected in (tmp_path / "platforms.out").read_text()
     cold = warm_start.start(sleeping[:2] + ["json.tool", str(good)], dict(os.environ), tmp_path / "cold.out")
     assert isinstance(cold, subprocess.Popen) and cold.wait(60) == 0  # no server: started as usual
-
-
-@pytest.mark.slow
-def test_a_child_runs_at_the_priority_of_the_worker_that_started_it_warm_or_not(tmp_path):
-    """A worker that lowered its priority (every thread of it: on Linux, niceness is a
-    thread's) starts its children there, warm-started (forked by a server at normal
-    priority) or not."""
-    program = f"""
-import os, pathlib, sys, psutil
-from harness import processes, warm_start
-out = pathlib.Path({str(tmp_path)!r})
-sleeping = [sys.executable, "-m", "timeit", "-n", "1", "-r", "1", "__import__('time').sleep(60)"]
-with warm_start.server() as address, warm_start.used_here(address):
-    processes.lower_priority(7)
-    warm = warm_start.start(sleeping, dict(os.environ), out / "warm.out")
-    warm_start.turn_warm_start_off()
-    cold = warm_start.start(sleeping, dict(os.environ), out / "cold.out")
-    threads = {{os.getpriority(os.PRIO_PROCESS, int(task.name)) for task in pathlib.Path("/proc/self/task").iterdir()}}
-    print(type(warm).__name__, psutil.Process(warm.pid).nice(), psutil.Process(cold.pid).nice(), sorted(threads))
-    for child in (warm, cold):
-        processes.stop(child)
-"""
-    run = subprocess.run([sys.executable, "-c", program], cwd=ROOT, env=QUIET, capture_output=True, text=True, timeout=120)
-    assert run.returncode == 0, run.stderr[-2000:]
-    assert run.stdout.splitlines()[0] == "WarmChild 7 7 [7]"
 
 
 @pytest.mark.slow
