@@ -27,6 +27,7 @@ from typing import Any, Callable, TextIO
 
 from harness.results import Check, Figure, SkippedCheck
 
+
 class LessonFailed(Exception):
     """The lesson cannot go on, for a reason its one-line message gives in full."""
 

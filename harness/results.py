@@ -1,7 +1,8 @@
 """What a run found, typed: each section's result (its checks, steps and blocks, failure,
 figure), and the whole run's report. The lessons and the runner build them, the terminal
 reads them; `to_json` writes the run's --json, which the pages and the results page read
-(a kept run is a JSON file), its form unchanged by the types."""
+(a kept run is a JSON file): the form it had before the types, but that a crashed
+section's error now has a `step` too (null)."""
 
 from __future__ import annotations
 

@@ -295,8 +295,12 @@ def _console_script(name: str) -> bool:
     found = shutil.which(name)
     try:
         with open(found, "rb") as script:
-            first = script.readline()
-        return first.startswith(b"#!") and os.path.samefile(first[2:].split()[0].decode(), sys.executable)
+            first = script.readline(512)
+        interpreter = first[2:].split()[0].decode() if first.startswith(b"#!") else ""
+        # A venv's python is a link to its base interpreter: a script of the base installation
+        # is not this environment's. (`#!/usr/bin/env python3` scripts start cold.)
+        return (os.path.samefile(interpreter, sys.executable)
+                and (sys.prefix == sys.base_prefix or pathlib.Path(interpreter).is_relative_to(sys.prefix)))
     except (TypeError, OSError, IndexError, UnicodeDecodeError):  # none on the PATH, or not a script
         return False
 

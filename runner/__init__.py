@@ -184,7 +184,8 @@ def worker_context(chosen: list[registry.SectionInfo]):
     it imported again, 20 s of section 4's 24 on a TPU machine). Never forked from this
     process: it may have started jax, which is multithreaded. Else spawned: light lessons
     import little."""
-    if (not any(info.trains or info.starts_processes for info in chosen)
+    warm = os.environ.get(warm_start.ADDRESS_ENV) != "0"  # else no server, and no forkserver for it
+    if (not any(info.trains or (warm and info.starts_processes) for info in chosen)
             or "forkserver" not in multiprocessing.get_all_start_methods()):
         return multiprocessing.get_context("spawn")
     return warm_start.warm_context()

@@ -11,7 +11,7 @@ from kauldron import kontext
 from harness import lesson_format, teaching
 from harness.lesson import CheckFailed, Lesson
 from harness.registry import SectionInfo
-from harness.results import SkippedCheck
+from harness.results import Block, Check, Failure, Figure, SectionResult, SkippedCheck, Step
 
 
 def test_checks_are_recorded_in_order_with_their_claims(tmp_path):
@@ -29,6 +29,34 @@ def test_checks_are_recorded_in_order_with_their_claims(tmp_path):
         {"claim": "read through a private name", "passed": True, "internal": True,
          "internal_because": "a private name", "step": 0},
     ]
+
+
+def test_a_section_s_json_keeps_its_form_key_for_key():
+    """What --json holds of a section, which the pages and the kept runs read: each key, in
+    order; an internal check's reason; a shell block's command and output length, which a
+    Python block has not; the figure's title and step, not its PNG."""
+    result = SectionResult(
+        3, "kontext", "Kontext", "failed", 1.5, "in step \"Two\": CheckFailed: not true: x", {"fact": 1},
+        [Check("a claim", True, 0), Check("x", False, 1, "reads a private name")],
+        Failure("CheckFailed", "not true: x", True, "short", "long", "Two"), ["03-kontext.png"],
+        [Step("One", "out\n", [Block("python", 17, "out\n"), Block("shell", 20, "ok\n", "python -m m", 3)])],
+        [SkippedCheck("c", "why not", 0)], Figure("a title", b"PNG", 0))
+    found = result.to_json()
+    assert list(found) == ["number", "slug", "title", "status", "seconds", "summary", "facts", "checks", "error",
+                           "plots", "steps", "skipped_checks", "figure_step", "figure_title"]
+    assert found["checks"] == [{"claim": "a claim", "passed": True, "step": 0},
+                               {"claim": "x", "passed": False, "internal": True,
+                                "internal_because": "reads a private name", "step": 1}]
+    assert [list(check) for check in found["checks"]] == [["claim", "passed", "step"],
+                                                          ["claim", "passed", "internal", "internal_because", "step"]]
+    assert found["error"] == {"type": "CheckFailed", "message": "not true: x", "expected": True,
+                              "short_traceback": "short", "traceback": "long", "step": "Two"}
+    assert found["steps"] == [{"heading": "One", "printed": "out\n", "blocks": [
+        {"kind": "python", "line": 17, "printed": "out\n"},
+        {"kind": "shell", "line": 20, "printed": "ok\n", "command": "python -m m", "output_lines": 3}]}]
+    assert (found["skipped_checks"], found["figure_step"], found["figure_title"]) == (
+        [{"claim": "c", "why": "why not", "step": 0}], 0, "a title")
+    assert json.loads(json.dumps(found)) == found
 
 
 def test_an_internal_check_says_why_it_is_internal(tmp_path):

@@ -3,6 +3,7 @@ JSON. What only parses the command line runs in this process (the fast tier); wh
 section runs `tutorial.py` as a user does."""
 
 import json
+import os
 import pathlib
 import subprocess
 import sys
@@ -312,14 +313,20 @@ def test_where_one_process_holds_a_tpu_a_lesson_that_starts_processes_runs_on_th
     assert here == ["konfig", "cli", "data"]
 
 
-def test_a_worker_for_a_lesson_that_trains_or_starts_processes_is_forked_warm_others_are_spawned():
+def test_a_worker_for_a_lesson_that_trains_or_starts_processes_is_forked_warm_others_are_spawned(monkeypatch):
     """Section 4 trains nothing but starts a Python process, so the warm-start server's
     forkserver has imported jax, Kauldron and TensorFlow already: its worker is forked from
     there (spawned, it imported them again: 20 s of its 24 on a TPU machine). A light lesson
     alone gets a spawned worker, which imports little."""
+    from harness import warm_start
     from runner import worker_context
+
+    monkeypatch.setenv("PYTHONPATH", os.environ.get("PYTHONPATH", ""))  # warm_context sets it: undone after
+    monkeypatch.delenv(warm_start.ADDRESS_ENV, raising=False)
 
     def method(*slugs):
         return worker_context(registry.select(registry.catalog(), list(slugs))).get_start_method()
 
     assert (method("ktyping"), method("trainer"), method("kontext", "data")) == ("forkserver", "forkserver", "spawn")
+    monkeypatch.setenv(warm_start.ADDRESS_ENV, "0")  # --no-warm-start: no server, so no forkserver for section 4
+    assert (method("ktyping"), method("trainer")) == ("spawn", "forkserver")

@@ -35,7 +35,8 @@ def test_a_console_script_of_this_python_starts_through_its_entry_point_also_fro
     """`tensorboard` installed beside this interpreter (a venv) or, as `pip install --target
     DIR` leaves it (a TPU machine's recipe), in DIR/bin on the PATH with this interpreter in
     its #! line: started as `python -m compat.run --script`, so warm. One whose #! names
-    another program, or a name no entry point has, is started as it is."""
+    another program, or a name no entry point has, or, in a venv, a script of its base
+    Python, is started as it is."""
     real = os.path.realpath(sys.executable)
     elsewhere = tmp_path / "python" / "bin"
     elsewhere.mkdir(parents=True)
@@ -43,6 +44,7 @@ def test_a_console_script_of_this_python_starts_through_its_entry_point_also_fro
     target = tmp_path / "site" / "bin"
     target.mkdir(parents=True)
     monkeypatch.setattr(sys, "executable", str(elsewhere / "python3"))
+    monkeypatch.setattr(sys, "prefix", sys.base_prefix)  # a Python of no venv, as on that machine
     monkeypatch.setenv("PATH", f"{target}{os.pathsep}{os.environ['PATH']}")
 
     def console_script(name, first_line):
@@ -55,6 +57,8 @@ def test_a_console_script_of_this_python_starts_through_its_entry_point_also_fro
         assert console_script("tensorboard", f"#!{real}") is True
         assert console_script("tensorboard", "#!/bin/sh") is False
         assert console_script("no-such-entry-point", f"#!{real}") is False
+        monkeypatch.setattr(sys, "prefix", str(tmp_path / "a-venv"))  # in a venv, its base Python's script is not ours
+        assert console_script("tensorboard", f"#!{real}") is False
     finally:
         shell._console_script.cache_clear()
 

@@ -77,11 +77,11 @@ def install(target: str, index: str, folder: str) -> None:
     # One pip: a second `--target --upgrade` would replace the first's TARGET/bin, scripts and all.
     subprocess.run([*common, "--index-url", f"file://{index}", *from_index, *other_version,
                     *map(str, carried.values())], check=True)
-    # Byte-compiled at install, as README's install is: where PYTHONDONTWRITEBYTECODE is set
-    # (that machine), each process otherwise compiles what it imports, TensorFlow's 10 s
-    # among it. Measured there: 24 s once; `import harness.warm_imports` 25.3 s -> 15.3 s.
-    # Not checked: a file some package ships that is not Python 3.11 fails here, and
-    # would fail no import.
+    # Byte-compiled at install, as README's install is (compileall, after pip's --no-compile,
+    # uses a process per core): where PYTHONDONTWRITEBYTECODE is set (that machine), each
+    # process otherwise compiles what it imports, TensorFlow's 10 s among it. Measured
+    # there: 24 s once; `import harness.warm_imports` 25.3 s -> 15.3 s. Not checked: a file
+    # some package ships that is not Python 3.11 fails here, and would fail no import.
     subprocess.run([sys.executable, "-m", "compileall", "-q", "-j", "0", target], stdout=subprocess.DEVNULL)
 
 
