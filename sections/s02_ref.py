@@ -1,7 +1,7 @@
 """`cfg.ref`: change one number, and everything that refers to it follows.
 
-A config often repeats a number: a learning-rate schedule decays over the run's length,
-so it needs `num_train_steps`. Typed in twice, the two copies drift apart the first time
+A config often repeats a number: a learning-rate schedule ends with the run, so it
+needs `num_train_steps`. Typed in twice, the two copies drift apart the first time
 someone changes one of them, as a sweep over the run length does. `cfg.ref` writes a
 reference instead: it is resolved when the config is, from whatever the field holds then.
 """
@@ -48,8 +48,8 @@ def references_follow_edits(lesson: Lesson, workdir):
     lesson.md("""
     ## One edit, and the schedule follows
 
-    Shorten the run to 200 steps and resolve the same schedule again: it now decays over
-    200 steps. Only the reference followed: `warmup_steps` is still the literal 100, half
+    Shorten the run to 200 steps and resolve the same schedule again: its decay now ends
+    at step 200. Only the reference followed: `warmup_steps` is still the literal 100, half
     of the short run, so at the same fraction of each run the two schedules are at
     different points (at 10%, the short run is still warming up).
     """)
@@ -84,8 +84,8 @@ def references_follow_edits(lesson: Lesson, workdir):
     ## A copy does not follow
 
     Beside it, the same schedule with the number typed in: `decay_steps=1000`. At 90% of
-    the 200-step run, the reference is near its end, and the copy still near its peak: it
-    decays over a run five times longer than this one.
+    the 200-step run, the reference is near its end, and the copy still near its peak: its
+    decay ends at step 1000, five times this run's length.
     """)
     cfg.schedules["lr_copy"] = optax_cfg.warmup_cosine_decay_schedule(
         init_value=0.0, peak_value=1e-3, warmup_steps=100, decay_steps=1000, end_value=1e-5)
@@ -133,9 +133,9 @@ def references_follow_edits(lesson: Lesson, workdir):
     ## The Trainer logs every schedule, and uses the one referred to
 
     `train()` logs every entry of `cfg.schedules` beside the metrics, as
-    `schedules/<name>`, at each logging step; the optimizer steps with a schedule only if
-    its `learning_rate` refers to it. Here it refers to `lr`: `lr_copy`, which nothing
-    refers to, is logged and unused. `adam_recording_lr` (in `sections/parts/regression.py`)
+    `schedules/<name>`, at each logging step. Here the optimizer's `learning_rate` refers
+    to `lr`, and it steps with `lr`: `lr_copy`, which nothing refers to, is logged and
+    unused. `adam_recording_lr` (in `sections/parts/regression.py`)
     keeps the rate of its latest update in the optimizer's state. A run of
     `num_train_steps=200` makes 201 updates, at steps 0 to 200: `state.step` ends at 201.
     `train()` also writes the config to the workdir's `config.json` with `to_json()`:
@@ -162,7 +162,7 @@ def references_follow_edits(lesson: Lesson, workdir):
                          for step, row in logged.items()),
                      "schedules/lr_copy, which nothing refers to, logged too at every logging step: the 1000-step copy")
         lesson.check_close(last_update, float(schedule(200)),
-                           "the learning rate of the optimizer's last update (step 200): lr's end value, not lr_copy's"
+                           "the learning rate of the optimizer's last update: lr's end value, not lr_copy's"
                            f" ({float(copy(200)):.3g})")
         lesson.check_equal(json.loads((workdir / "run" / "config.json").read_text()), json.loads(cfg.to_json()),
                            "config.json = the config's to_json()")

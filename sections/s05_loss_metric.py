@@ -93,8 +93,9 @@ def loss_and_metric(lesson: Lesson):
     ## A mask is a key too
 
     Give the loss `mask="batch.mask"`, and it masks by the array the context holds there:
-    only values where the mask is 1 count, and the average is over those (by default:
-    `normalize_by="values"` divides by all the values instead). A loss without
+    only values where the mask is 1 count, and the average is over those (the default,
+    `normalize_by="mask"`; `normalize_by="values"` divides their sum by the number of all
+    the values). A loss without
     the key ignores the mask in the batch. (Called with arrays, `mask=` is an array and
     the key plays no part.)
     """)
@@ -113,6 +114,10 @@ def loss_and_metric(lesson: Lesson):
         lesson.check_close(float(masked(preds=preds, targets=targets, mask=context["batch"]["mask"])),
                            float(masked(context=context)), "the same loss called with arrays and mask=batch.mask's array:"
                            " the masked mean", rel=1e-6)
+        by_values = LogCosh(preds="preds.y", targets="batch.y", mask="batch.mask", normalize_by="values")
+        lesson.check_close(float(by_values(context=context)), float(np.log(np.cosh(error[:3])).sum() / error.size),
+                           "the same with normalize_by='values': the 3 rows' sum over all the values",
+                           rel=accelerator.elementwise_rel())
         lesson.fact("masked_logcosh", float(masked(context=context)))
 
     lesson.md("""

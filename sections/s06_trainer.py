@@ -178,6 +178,8 @@ def trainer_end_to_end(lesson: Lesson, workdir):
         lesson.check_raises(DeprecationWarning, lambda: trainer.sharding.ds, "reading trainer.sharding.ds, the older name")
         lesson.check_equal(batch["x"].sharding, trainer.sharding.batch,
                            "a batch device_put placed: its sharding is the Trainer's batch sharding")
+        lesson.check_equal(kd.sharding.device_put(batch, kd.sharding.REPLICATED)["x"].sharding.spec, jax.P(),
+                           "the same batch placed with kd.sharding.REPLICATED: the partition spec (whole on each device)")
         lesson.check(max_difference(state_by_hand.params, saved.params) < 1e-5,
                      "50 steps by hand from init_state() reach the latest checkpoint's parameters (within 1e-5)")
         params_at_50 = jax.tree.map(np.array, state_by_hand.params)  # a copy: the next step deletes them

@@ -178,7 +178,9 @@ def evaluate_checkpoint_resume(lesson: Lesson, workdir):
     pygrain.checkpointer.save_interval_steps = EVERY
     pygrain_uninterrupted, _ = konfig.resolve(pygrain).train()
     shutil.rmtree(workdir / "pygrain" / "checkpoints" / "ckpt_60")  # the preemption
-    pygrain_resumed, _ = konfig.resolve(pygrain).train()
+    pygrain_again = konfig.resolve(pygrain)
+    pygrain_resumed_from = pygrain_again.checkpointer.latest_step
+    pygrain_resumed, _ = pygrain_again.train()
     runs = {"InMemoryPipeline": (state, uninterrupted),
             "kd.data.py.DataSource": (pygrain_resumed, pygrain_uninterrupted)}
     for name, (resumed, never_stopped) in runs.items():
@@ -192,6 +194,7 @@ def evaluate_checkpoint_resume(lesson: Lesson, workdir):
         lesson.check(max_difference(replayed.params, state.params) < 1e-5,
                      "InMemoryPipeline: the resumed run is ckpt_40's state trained on the pipeline's batches 0 to 20"
                      " (within 1e-5): its data started over")
+        lesson.check_equal(pygrain_resumed_from, 40, "the checkpoint the PyGrain run resumes from")
         lesson.check_equal(differences["kd.data.py.DataSource"], 0.0, "PyGrain DataSource: the max |param difference|")
         import importlib
 

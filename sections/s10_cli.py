@@ -70,7 +70,7 @@ def experiment_from_the_command_line(lesson: Lesson, workdir):
     ## Flag values are Python literals: a JSON object with `true` is not
 
     `kauldron.main` reads `--cfg` with konfig's `DEFINE_config_file`, which parses each
-    value with `ast.literal_eval`: `--cfg.model.hidden=0x10` is 16. A bare `true` or
+    value with `ast.literal_eval`: `--cfg.model.hidden=0b10000` is 16. A bare `true` or
     `false` is first made `True` or `False` (`--cfg.train_ds.shuffle=false` works), but
     not `null`: a sweep value `None`, which the launcher writes `null`, arrives as the
     string `'null'` in a field that holds `None` or a string, and a number's field refuses
@@ -95,9 +95,9 @@ def experiment_from_the_command_line(lesson: Lesson, workdir):
         lesson.check_equal(json_utils.arg_to_json(optax_cfg.adamw(0.001, nesterov=True)), ADAMW_JSON,
                            "arg_to_json, the launcher's encoder, of optax.adamw(0.001, nesterov=True): the command's JSON",
                            internal="a private name")
-        parsed = parsed_config(["--cfg=configs/regression.py", "--cfg.model.hidden=0x10", "--cfg.train_ds.shuffle=false",
+        parsed = parsed_config(["--cfg=configs/regression.py", "--cfg.model.hidden=0b10000", "--cfg.train_ds.shuffle=false",
                                 "--cfg.train_ds.drop_remainder=true", "--cfg.profiler=null"])
-        lesson.check_equal(parsed.model.hidden, 16, "--cfg.model.hidden=0x10, parsed as kauldron.main parses it")
+        lesson.check_equal(parsed.model.hidden, 16, "--cfg.model.hidden=0b10000, parsed as kauldron.main parses it")
         lesson.check((parsed.train_ds.shuffle, parsed.train_ds.drop_remainder) == (False, True),
                      "bare false and true in a --cfg value are parsed as the booleans False and True")
         lesson.check_equal((json_utils.arg_to_json(None), parsed.profiler), ("null", "null"),

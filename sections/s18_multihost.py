@@ -58,10 +58,11 @@ def two_processes_one_job(lesson: Lesson, workdir):
     `configs/multihost.py` (below), the regression experiment for 20 steps with a
     checkpoint at the end and an evaluator. `JAX_PLATFORMS=cpu` and `XLA_FLAGS` give
     each process 4 CPU devices, even where jax would take a TPU (one process at a time
-    holds a chip) or a GPU. jax's coordinator listens on every interface (`[::]:PORT`) unless told
-    otherwise, an open, unauthenticated port: `JAX_COORDINATOR_BIND_ADDRESS` binds it to
-    loopback (on a cluster, bind it to the job's private network; gloo listens on the
-    address the host name resolves to). The third command trains the same experiment
+    holds a chip) or a GPU. jax's coordinator listens on every interface (`[::]:PORT`) unless
+    told otherwise, an open port, unauthenticated by default (jax 0.12 can require mutual
+    TLS: `initialize(mtls_cert_file=..., mtls_key_file=..., mtls_ca_file=...)`; 0.10 cannot):
+    `JAX_COORDINATOR_BIND_ADDRESS` binds it to loopback (on a cluster, bind it to the job's
+    private network; gloo listens on the address the host name resolves to). The third command trains the same experiment
     meanwhile in one process on one device, for reference. The block is one bash
     script (a `%%bash` cell in a notebook): each `&` starts a process in the
     background, and `wait` waits for all three.
@@ -84,6 +85,12 @@ def two_processes_one_job(lesson: Lesson, workdir):
                          "while the job ran, nothing it started listened on an address other than loopback")
         else:
             lesson.skip_check("nothing the job started listened beyond loopback", f"this host's name resolves to {host}")
+        import inspect
+
+        mtls = {"mtls_cert_file", "mtls_key_file", "mtls_ca_file"}
+        lesson.check((mtls <= set(inspect.signature(jax.distributed.initialize).parameters)) == (jax.__version_info__ >= (0, 12)),
+                     "jax.distributed.initialize takes mtls_cert_file, mtls_key_file and mtls_ca_file from jax 0.12, not"
+                     " in 0.10")
         lesson.check_equal(kauldron_files_naming("distributed.initialize"), [],
                            "the files of Kauldron, kauldron/main.py among them, that call jax.distributed.initialize()",
                            internal="reads Kauldron's source")
@@ -175,9 +182,10 @@ def two_processes_one_job(lesson: Lesson, workdir):
     lesson.md("""
     ## Going further: jaxlib 0.12.1 hangs a job that half uses the compile cache
 
-    With jax's persistent compilation cache on (this tutorial turns it on in every
-    process), jaxlib 0.12.1 hangs a job like the one above: a cross-process sum whose
-    program process 0 loaded from the cache while process 1 compiled it never completes.
+    With jax's persistent compilation cache on (`tutorial.py` turns it on in every process
+    it runs; a notebook has it only with `JAX_COMPILATION_CACHE_DIR` set), jaxlib 0.12.1
+    hangs a job like the one above: a cross-process sum whose program process 0 loaded
+    from the cache while process 1 compiled it never completes.
     On a CPU each process has cache keys of its own, and only process 0 writes the cache,
     so the job meets this as soon as a program is compiled a second time, as Kauldron's
     train step is. `distributed_main.py` turns the cache off on that version; pinning jax

@@ -52,7 +52,7 @@ def mixture_and_augmentation(lesson: Lesson, workdir):
                            {"image": "f32[64 8 8 1]", "index": "i64[64]", "label": "i64[64 1]", "shifted": "i64[64]"},
                            "a batch of the mixture: 64 images, their record's index, label and shifted flag")
         lesson.check("seed" not in mixture_config.get_config().train_ds and trainer.train_ds.seed == trainer.seed == 0,
-                     "the config sets no seed on the mixture, and the built pipeline's is the Trainer's (0)")
+                     "the config sets no seed on the mixture, and the built pipeline's is 0, as the Trainer's (seed 1, below, tells them apart)")
         nested = mixture_variant(num_epochs=2, batch_size=None, source_fields={"batch_size": 5, "num_epochs": 3})
         lesson.check(len(nested) == 2 * 1916 and next(iter(nested))["image"].shape == (8, 8, 1),
                      "sources with batch_size=5 and num_epochs=3 under a Mix of num_epochs=2, unbatched: single"
