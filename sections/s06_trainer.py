@@ -163,8 +163,8 @@ def trainer_end_to_end(lesson: Lesson, workdir):
     trainer.trainstep.step(state, batch)` for each batch of
     `trainer.train_ds.device_put(trainer.sharding.batch)`, which places each batch on the
     devices with the Trainer's batch sharding, as `train()` does (section 11); the older
-    name, `trainer.sharding.ds`, now raises a `DeprecationWarning`. The pipeline never ends (`num_epochs=None`), so the loop takes
-    the first 50 batches. From the same initial state and the same batches, it reaches
+    name, `trainer.sharding.ds`, now raises a `DeprecationWarning`. The pipeline never
+    ends (`num_epochs=None`), so the loop takes the first 50 batches. From the same initial state and the same batches, it reaches
     the state of the latest checkpoint: the state before `train()`'s last update.
     """)
     state_by_hand = trainer.init_state()
@@ -178,8 +178,9 @@ def trainer_end_to_end(lesson: Lesson, workdir):
         lesson.check_raises(DeprecationWarning, lambda: trainer.sharding.ds, "reading trainer.sharding.ds, the older name")
         lesson.check_equal(batch["x"].sharding, trainer.sharding.batch,
                            "a batch device_put placed: its sharding is the Trainer's batch sharding")
-        lesson.check_equal(kd.sharding.device_put(batch, kd.sharding.REPLICATED)["x"].sharding.spec, jax.P(),
-                           "the same batch placed with kd.sharding.REPLICATED: the partition spec (whole on each device)")
+        lesson.check_equal(next(iter(trainer.train_ds.device_put(kd.sharding.REPLICATED)))["x"].sharding.spec, jax.P(),
+                           "a batch of train_ds.device_put(kd.sharding.REPLICATED): its partition spec (whole on each"
+                           " device): device_put uses the sharding it is given")
         lesson.check(max_difference(state_by_hand.params, saved.params) < 1e-5,
                      "50 steps by hand from init_state() reach the latest checkpoint's parameters (within 1e-5)")
         params_at_50 = jax.tree.map(np.array, state_by_hand.params)  # a copy: the next step deletes them

@@ -144,8 +144,8 @@ def an_nnx_model(lesson: Lesson, workdir):
     (`is_training_property`), and `KdNnxModule` turns it into NNX's own
     `module.train()` or `module.eval()`, which switch `nnx.Dropout` on or off. Called
     without the flag, `KdNnxModule.apply` runs in train mode (`is_training_property=True`
-    by default), where a Linen module that reads `kd.nn.train_property` raises (section
-    14): pass it when you predict. An evaluator reseeds only the RNG streams with `eval=True` (none by default), from
+    by default), whereas a Linen module that reads `kd.nn.train_property` raises without
+    it (section 14): pass it when you predict. An evaluator reseeds only the RNG streams with `eval=True` (none by default), from
     each batch's index (with `per_step=True`, the default). Otherwise a module that
     draws randomness in eval mode draws it from the key and counter its state holds:
     the same numbers for every batch.
