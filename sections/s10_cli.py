@@ -31,9 +31,9 @@ def experiment_from_the_command_line(lesson: Lesson, workdir):
     The command names the config file and overrides what it needs, by key path: the run
     length, the workdir, and here the optimizer, written as a Python call after `py::`
     (quoted, as bash needs for the parentheses).
-    On a machine with one TPU, a command started from a kernel that has run jax cannot
-    open the chip the kernel holds (section 0): there, set `JAX_PLATFORMS=cpu` before the
-    kernel imports jax (`%env JAX_PLATFORMS=cpu` as the first cell; its commands inherit
+    On a machine with one TPU, a command started from a kernel that has run jax (one that
+    ran another page, say) cannot open the chip the kernel holds (section 0): there, set
+    `JAX_PLATFORMS=cpu` before the kernel imports jax (`%env JAX_PLATFORMS=cpu` as the first cell; its commands inherit
     it), as this tutorial does for this page.
     """)
     lesson.shell("python -m kauldron.main --cfg=configs/regression.py --cfg.num_train_steps=50"

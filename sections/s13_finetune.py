@@ -131,7 +131,7 @@ def finetune_from_a_checkpoint(lesson: Lesson, workdir):
     cfg.init_transform = kd_cfg.ckpts.SimpleCheckpointLoader(workdir=str(workdir / "no-checkpoint-here"))
     restart = konfig.resolve(cfg)
     resumed, _ = restart.train()
-    print("logged steps:", sorted(read_scalars(workdir / "finetune", "train")), "state.step:", int(resumed.step))
+    print("logged steps (both train() calls):", sorted(read_scalars(workdir / "finetune", "train")), "state.step:", int(resumed.step))
     cfg.workdir = str(workdir / "fresh")
     try:
         konfig.resolve(cfg).train()

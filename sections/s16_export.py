@@ -5,7 +5,8 @@ With an exporter in its config, `train()` serialises the model's forward pass wi
 weights: it takes the parameters, a `key` for the model's RNG streams and the inputs,
 with the batch size left free; the weights are in the checkpoints. Whoever serves the
 model then needs jax and orbax, not Kauldron. Which mode the file computes in matters,
-and it is not the one a server wants.
+and it is not the one a server wants. On a machine with one TPU, make
+`%env JAX_PLATFORMS=cpu` this page's first cell (its last step says why).
 """
 
 import dataclasses
@@ -133,9 +134,9 @@ def serve_without_kauldron(lesson: Lesson, workdir):
     the shape it expects.
     On a machine with one TPU, a command started from a kernel that has run jax cannot
     open the chip the kernel holds (section 0), and the page compares the kernel's numbers
-    with the commands': there, set `JAX_PLATFORMS=cpu` before the kernel imports jax
-    (`%env JAX_PLATFORMS=cpu` as the first cell; its commands inherit it), as this
-    tutorial does for this page.
+    with the commands': there, the kernel must have set `JAX_PLATFORMS=cpu` before it
+    imported jax (`%env JAX_PLATFORMS=cpu` as the first cell, as the page's introduction
+    says; its commands inherit it), as this tutorial does for this page.
     """)
     np.save(workdir / "inputs.npy", x)
     serve = lesson.shell("python -X importtime -m sections.parts.serve_exported $WORKDIR/run/eval_model.jax_exported"

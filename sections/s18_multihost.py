@@ -183,7 +183,9 @@ def two_processes_one_job(lesson: Lesson, workdir):
     ## Going further: jaxlib 0.12.1 hangs a job that half uses the compile cache
 
     With jax's persistent compilation cache on (`tutorial.py` turns it on in every process
-    it runs; a notebook has it only with `JAX_COMPILATION_CACHE_DIR` set), jaxlib 0.12.1
+    it runs, for every program; a notebook has it only with `JAX_COMPILATION_CACHE_DIR`
+    set, and then keeps only programs that took 1 s or more to compile, unless
+    `jax_persistent_cache_min_compile_time_secs` says less), jaxlib 0.12.1
     hangs a job like the one above: a cross-process sum whose program process 0 loaded
     from the cache while process 1 compiled it never completes.
     On a CPU each process has cache keys of its own, and only process 0 writes the cache,
