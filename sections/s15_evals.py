@@ -284,7 +284,8 @@ def check_waits(lesson: Lesson, trainer, workdir):
     (workdir / "other" / "train_complete.txt").touch()
     sleeps, logged = checkpoint_waits(other)
     lesson.check(sleeps == [1] * 10 and sum(line.startswith("Timed out waiting for new checkpoint") for line in logged) == 1,
-                 "the same with train_complete.txt: after 10 one-second sleeps, one 'Timed out waiting for new"
+                 "the same with train_complete.txt: after 10 one-second sleeps of the faked clock (a real one, which"
+                 " also counts the time between them, times out a sleep earlier), one 'Timed out waiting for new"
                  " checkpoint' line, and the job stops by itself", internal="runs Kauldron's eval loop with orbax's clock faked")
     lesson.check_equal(train_complete_uses(), {"evals/eval_impl.py": ["defined", "exists"], "train/train_loop.py": ["touch"]},
                        "every use of train_complete.txt in Kauldron: defined, tested for, touched; never deleted",

@@ -215,7 +215,7 @@ def metric_writer_of_your_own(lesson: Lesson, workdir):
         lesson.check(all(count == 1 for (step, tag), count in counts.items() if step != 20)
                      and all(counts[20, tag] == 2 for tag in in_file[20] if not tag.startswith("perf_stats/")),
                      "after the resume, train/metrics.jsonl holds two rows for each loss, metric and schedule of"
-                     " step 20, one for every other (step, tag)")
+                     " step 20, one for each (step, tag) of the other steps")
         again = collections.Counter((row["step"], row["tag"])
                                     for row in map(json.loads, (run / "heldout" / "metrics.jsonl").read_text().splitlines()))
         lesson.check({key for key, count in again.items() if count == 2} == {(20, tag) for tag in table(heldout_rows)[20]},
