@@ -316,8 +316,16 @@ def metric_writer_of_your_own(lesson: Lesson, workdir):
                            internal="reads the installed package's source files")
         lesson.check(all(issubclass(getattr(contrib_train, name), kd.train.KDMetricWriter) for name in contrib_writers()),
                      "each imports from PyPI's Kauldron as kauldron.contrib.train.<name>, a KDMetricWriter subclass")
-        lesson.check("animated" in contrib_train.GifVideoWriter.__doc__ and "MLFlow" in contrib_train.MLFlowMetricWriter.__doc__,
-                     "their docstrings: GifVideoWriter writes animated images, MLFlowMetricWriter to MLFlow (NpzWriter's"
+        from sections.parts.logs import read_tensors
+
+        animated = contrib_train.GifVideoWriter(workdir=workdir / "gif", collection="train")
+        animated.write_animation(0, {"v": np.zeros((1, 3, 8, 8, 3), np.uint8)}, "GIF")
+        animated.flush()
+        lesson.check(bytes(read_tensors(workdir / "gif", "train")["v"][0][2]).startswith(b"GIF89a"),
+                     "GifVideoWriter.write_animation of a 3-frame video: the image in its event file is a GIF"
+                     " (its bytes begin GIF89a)")
+        lesson.check("MLFlow" in contrib_train.MLFlowMetricWriter.__doc__,
+                     "MLFlowMetricWriter's docstring: it logs to MLflow (not run: mlflow is not installed; NpzWriter's"
                      " .npz files: run below)")
         lesson.check("`kd.contrib` (no extra import required)" in contrib_readme(),
                      "kauldron/contrib/README.md says every contrib is under kd.contrib with no extra import",
