@@ -106,7 +106,7 @@ class Runner:
         pool = concurrent.futures.ProcessPoolExecutor(
             max_workers=workers, initializer=start_worker,
             initargs=(self.no_compat, self.cache, self.workdir, self.warm_start, on_cpu),
-            mp_context=worker_context(start_order))
+            mp_context=worker_context(start_order, self.warm_start is not None))
         futures = {}
         status = Status(len(print_order))
         try:
@@ -177,15 +177,14 @@ def start_order(chosen: list[registry.SectionInfo], seconds: dict[str, float]) -
     return sorted(chosen, key=lambda info: (not info.start_early, -seconds.get(info.slug, 0.0)))
 
 
-def worker_context(chosen: list[registry.SectionInfo]):
+def worker_context(chosen: list[registry.SectionInfo], warm_server: bool):
     """Workers forked from the forkserver that has imported what training lessons need
-    (harness/warm_imports.py), when one is chosen, or one that starts Python processes
-    (the warm-start server's forkserver has imported it all then: a worker spawned beside
-    it imported again, 20 s of section 4's 24 on a TPU machine). Never forked from this
-    process: it may have started jax, which is multithreaded. Else spawned: light lessons
-    import little."""
-    warm = os.environ.get(warm_start.ADDRESS_ENV) != "0"  # else no server, and no forkserver for it
-    if (not any(info.trains or (warm and info.starts_processes) for info in chosen)
+    (harness/warm_imports.py), when one is chosen or a warm-start server runs (forked by
+    that forkserver, which has imported it all then: a worker spawned beside it imported
+    again, 20 s of section 4's 24 on a TPU machine). Never forked from this process: it
+    may have started jax, which is multithreaded. Else spawned: light lessons import
+    little."""
+    if (not (warm_server or any(info.trains for info in chosen))
             or "forkserver" not in multiprocessing.get_all_start_methods()):
         return multiprocessing.get_context("spawn")
     return warm_start.warm_context()

@@ -318,15 +318,15 @@ def test_a_worker_for_a_lesson_that_trains_or_starts_processes_is_forked_warm_ot
     forkserver has imported jax, Kauldron and TensorFlow already: its worker is forked from
     there (spawned, it imported them again: 20 s of its 24 on a TPU machine). A light lesson
     alone gets a spawned worker, which imports little."""
-    from harness import warm_start
     from runner import worker_context
 
     monkeypatch.setenv("PYTHONPATH", os.environ.get("PYTHONPATH", ""))  # warm_context sets it: undone after
-    monkeypatch.delenv(warm_start.ADDRESS_ENV, raising=False)
 
-    def method(*slugs):
-        return worker_context(registry.select(registry.catalog(), list(slugs))).get_start_method()
+    def method(*slugs, warm_start=True):
+        chosen = registry.select(registry.catalog(), list(slugs))
+        # As the runner does: a warm-start server runs where a lesson starts processes, unless turned off.
+        return worker_context(chosen, warm_start and any(info.starts_processes for info in chosen)).get_start_method()
 
     assert (method("ktyping"), method("trainer"), method("kontext", "data")) == ("forkserver", "forkserver", "spawn")
-    monkeypatch.setenv(warm_start.ADDRESS_ENV, "0")  # --no-warm-start: no server, so no forkserver for section 4
-    assert (method("ktyping"), method("trainer")) == ("spawn", "forkserver")
+    # --no-warm-start: no server, so no forkserver for section 4
+    assert (method("ktyping", warm_start=False), method("trainer", warm_start=False)) == ("spawn", "forkserver")
