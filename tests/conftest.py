@@ -199,11 +199,13 @@ CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 
 
 @contextlib.contextmanager
-def warm_server(env: dict[str, str], nice: int = 0):
+def warm_server(env: dict[str, str], nice: int = 0, stderr=None):
     """A warm-start server (tests/warm_server.py) started in `env`, for the block: yields
-    its address, or None where warm start is not available."""
+    its address, or None where warm start is not available. `stderr`: where it, and
+    multiprocessing's resource tracker it starts, write (None: the tests' own)."""
     server = subprocess.Popen([sys.executable, str(ROOT / "tests" / "warm_server.py"), "--nice", str(nice)],
-                              cwd=ROOT, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+                              cwd=ROOT, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
+                              text=True)
     try:
         yield server.stdout.readline().strip() or None
     finally:

@@ -99,6 +99,12 @@ def run_in_a_kernel(notebook, root: pathlib.Path, env: dict, own: pathlib.Path, 
             "display_name": "Python 3 (warm)", "language": "python"}))
         manager = KernelManager(kernel_name="python3-warm",
                                 kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(own / "kernels")]))
+    # A kernel asked to shut down gets SIGTERM after half this, SIGKILL after all of it: ended
+    # so, it never runs its atexit hooks, and leaves the semaphores it made (tqdm's lock, in
+    # a page that trains) for the warm-start server's resource tracker to report ("leaked
+    # semaphore objects"). With jax and TensorFlow loaded, a busy machine can take longer
+    # than the default 5 s to end a kernel; 30 s still ends one that hangs.
+    manager.shutdown_wait_time = 30.0
     client = NotebookClient(notebook, km=manager, timeout=900, allow_errors=True,
                             resources={"metadata": {"path": str(root)}})
     client.execute(env=kernel_env, cleanup_kc=True)  # shuts the kernel down, though the manager is ours

@@ -368,3 +368,19 @@ def test_the_run_and_the_page_programs_share_only_the_cache_and_leave_no_process
     assert sorted(p.name for p in (folders["cache-home"] / "kauldron-tutorial").iterdir()) == \
         ["jax", "matplotlib", "section-seconds.json"]  # compiled programs, the font list, the sections' times
     assert processes_mentioning(str(folders["base"])) == {}
+
+
+def test_a_page_kernel_slow_to_end_ends_cleanly_leaving_no_semaphore_behind(tmp_path):
+    """A page's kernel that takes seconds to end (jax and TensorFlow loaded, a busy machine)
+    is given the time. Ended by a signal instead, after jupyter_client's default 5 s, it runs
+    no atexit hook and leaves the semaphores it made (tqdm's lock, in a page that trains) to
+    the warm-start server's resource tracker, which reports them in the tests' output:
+    "There appear to be 2 leaked semaphore objects"."""
+    import nbformat
+
+    env = dict(os.environ, TMPDIR=str(tmp_path), KERAS_HOME=str(tmp_path / ".keras"), MPLCONFIGDIR=str(tmp_path / "mpl"))
+    slow_to_end = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
+        "import atexit, multiprocessing, time\nlock = multiprocessing.RLock()\natexit.register(time.sleep, 4)")])
+    with open(tmp_path / "server.log", "w") as log, warm_server(env, stderr=log) as address:
+        run_in_a_kernel(slow_to_end, ROOT, env, tmp_path / "kernel", address)
+    assert "leaked semaphore" not in (tmp_path / "server.log").read_text()
