@@ -155,6 +155,22 @@ def named_axes_are_checked(lesson: Lesson):
         lesson.check_raises(kd_typing.TypeCheckError, lambda: legacy_transpose(jnp.zeros((2, 3), jnp.int32)),
                             "that function given an int32 array (the dtype is checked)")
 
+        @kd_typing.typechecked
+        def legacy_expand(x: kt.Float["b c"]) -> kt.Float["b c"]:
+            return x[None]
+
+        lesson.check_raises(kd_typing.TypeCheckError, lambda: legacy_expand(jnp.zeros((2, 3))),
+                            "@kd.typing.typechecked over kt.Float['b c'] -> kt.Float['b c'] returning x[None] (the"
+                            " return value is checked too)")
+
+        @kd_typing.typechecked
+        def legacy_pair(x: kt.Float["b c"], y: kt.Float["b c"]):
+            return x
+
+        lesson.check_equal(shape_or_error(lambda: legacy_pair(jnp.zeros((2, 3)), jnp.zeros((3, 2)))), (2, 3),
+                           "@kd.typing.typechecked over x: kt.Float['b c'], y: kt.Float['b c'], given (2, 3) and (3, 2):"
+                           " no error (b and c are not tied across annotations)")
+
         @kt.typechecked
         def caller(x: kt.Float["b c"]):
             return legacy_square(jnp.zeros((5, 5)), jnp.zeros((5, 3)))

@@ -174,7 +174,7 @@ def configs_hold_configs(lesson: Lesson, workdir):
     gives a Trainer whose `train_ds.seed` is 3 again, the Trainer's.
     """)
     cfg = regression_config.get_config()
-    cfg.seed, cfg.workdir = 3, str(workdir / "run")  # an evaluator needs a workdir to write to
+    cfg.seed, cfg.workdir = 3, str(workdir / "run")  # a Trainer config resolves only with a workdir
     cfg.train_ds = kd_cfg.data.py.DataSource(data_source=regression_cfg.RegressionRows("train"), batch_size=32,
                                              shuffle=True, num_epochs=None, num_workers=0)
     cfg.eval_ds = kd_cfg.data.py.DataSource(data_source=regression_cfg.RegressionRows("eval"), batch_size=32,

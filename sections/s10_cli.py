@@ -158,7 +158,8 @@ def experiment_from_the_command_line(lesson: Lesson, workdir):
     With `--eval_names=NAME`, `kauldron.main` runs `trainer.continuous_eval(NAME)`
     instead of `train()`: the job Kauldron's launcher starts beside the training job, on
     its workdir, for each standalone evaluator (`kd.evals.StandaloneEveryCheckpoint`,
-    `StandaloneLastCheckpoint`); section 15 runs one. An evaluator that runs inside
+    `StandaloneLastCheckpoint`), or one for each `job_group`, with `--eval_names=a,b`;
+    section 15 runs one. An evaluator that runs inside
     training, such as `kd.evals.EveryNSteps`, cannot be named: `continuous_eval` refuses
     it with a `ValueError`, but only after building a state from the workdir's
     `element_spec.json`, which it waits for with no timeout: on a workdir nothing trained

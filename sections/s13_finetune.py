@@ -193,8 +193,9 @@ def finetune_from_a_checkpoint(lesson: Lesson, workdir):
     Kauldron's loader that renames, `kd.ckpts.PartialKauldronLoader(new_to_old=...)`,
     needs a part of orbax-checkpoint that PyPI's orbax does not ship
     (`model_surgery.standard_checkpoint_handler`, google/orbax#2210). An init transform is
-    one method, `transform(state)`; `LoadRenamed` (below) restores the checkpoint's
-    parameters and puts `enc` where the new model calls it `encoder`.
+    one method, `transform(state)`; `LoadRenamed` (below) reads the checkpoint's
+    parameters and loads only the names in `new_to_old`: `enc`, where the new model calls
+    it `encoder`. Every other layer keeps its initial values, even one of the same name.
     """)
     cfg = regression_config.get_config()
     cfg.workdir, cfg.num_train_steps = str(workdir / "renamed"), 50

@@ -3,7 +3,8 @@
 With an exporter in its config, `train()` serialises the model's forward pass with
 `jax.export` when a run starts at step 0. The file holds the computation, not the
 weights: it takes the parameters, a `key` for the model's RNG streams and the inputs,
-with the batch size left free; the weights are in the checkpoints. Whoever serves the
+with the batch size left free; the weights are in the checkpoints (a `kd.ckpts.Checkpointer`
+in the config writes them; the Trainer's default writes none). Whoever serves the
 model then needs jax and orbax, not Kauldron. Which mode the file computes in matters,
 and it is not the one a server wants. On a machine with one TPU, make
 `%env JAX_PLATFORMS=cpu` this page's first cell (its last step says why).

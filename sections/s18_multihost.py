@@ -192,7 +192,8 @@ def two_processes_one_job(lesson: Lesson, workdir):
     so the job meets this as soon as a program is compiled a second time, as Kauldron's
     train step is. `distributed_main.py` turns the cache off on that version; pinning jax
     and jaxlib to 0.12.0.1 works too. Two processes that sum an array twice, forgetting
-    their compiled programs in between, show it (`sections/parts/allreduce_hang.py`).
+    their compiled programs in between, show it (`sections/parts/allreduce_hang.py`): on
+    jaxlib 0.12.1 neither second sum comes; on older versions, as in the run below, both do.
     """)
     hang = lesson.shell("""JAX_PLATFORMS=cpu JAX_COORDINATOR_BIND_ADDRESS=127.0.0.1:$PORT XLA_FLAGS=--xla_force_host_platform_device_count=4 \\
       python -m sections.parts.allreduce_hang --port=$PORT --process_id=0 --cache_dir=$WORKDIR/sums-cache &

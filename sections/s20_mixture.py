@@ -255,7 +255,7 @@ def mixture_and_augmentation(lesson: Lesson, workdir):
         lesson.check(all(sum(value >= 1000 for value in interleaved[k:k + 4]) == 1 for k in range(0, 400, 4)),
                      "grain's MapDataset.mix with weights 0.75 and 0.25: one of the second source in every four, in order")
         (records, draws), (other_records, other_draws) = (first_draws(source) for source in ("train", "reversed"))
-        lesson.check(np.array_equal(draws, other_draws) and not np.array_equal(records, other_records)
+        lesson.check(np.array_equal(draws, other_draws) and bool(np.all(records != other_records))
                      and len(set(draws.tolist())) > 1,
                      "two Mixes of one structure and seed, over the digits and over them reversed: other records at"
                      " each position of the first batch, the same draws")
