@@ -96,8 +96,9 @@ def named_axes_are_checked(lesson: Lesson):
     (`kt.CONFIG`), a `@kt.typechecked` function annotated with `kd.typing` types raises
     `RuntimeError` when called. The other way round is silent: `@kd.typing.typechecked`
     checks each `kt` annotation alone (dtype and shape; a name is tied only within one
-    annotation, when called outside any `@kt.typechecked` function), so `transpose_by_mistake`'s body under it returns the `(3, 2)` transpose
-    with no error.
+    annotation, when called outside any `@kt.typechecked` function; inside one, the names
+    bind in the caller's scope, tied across the arguments), so `transpose_by_mistake`'s
+    body under it returns the `(3, 2)` transpose with no error.
     """)
     try:
         legacy_project(jnp.zeros((2, 16, 8)), jnp.zeros((5, 32)))
@@ -172,12 +173,12 @@ def named_axes_are_checked(lesson: Lesson):
                            " no error (b and c are not tied across annotations)")
 
         @kt.typechecked
-        def caller(x: kt.Float["b c"]):
-            return legacy_square(jnp.zeros((5, 5)), jnp.zeros((5, 3)))
+        def caller(z: kt.Float["p q"]):
+            return legacy_pair(jnp.zeros((2, 3)), jnp.zeros((3, 2)))
 
-        lesson.check_raises(kd_typing.TypeCheckError, lambda: caller(jnp.zeros((2, 3))),
-                            "legacy_square given (5, 5) and (5, 3), called from a @kt.typechecked function that bound"
-                            " b=2 and c=3 (its names bind there)")
+        lesson.check_raises(kd_typing.TypeCheckError, lambda: caller(jnp.zeros((7, 7))),
+                            "legacy_pair given (2, 3) and (3, 2) inside a @kt.typechecked function whose own names are"
+                            " p and q: there b and c bind in the caller's scope, tied across the arguments")
 
     lesson.md("""
     ## Going further: `kd.typing` needs TensorFlow; ktyping does not

@@ -195,7 +195,7 @@ def finetune_from_a_checkpoint(lesson: Lesson, workdir):
     (`model_surgery.standard_checkpoint_handler`, google/orbax#2210). An init transform is
     one method, `transform(state)`; `LoadRenamed` (below) reads the checkpoint's
     parameters and loads only the names in `new_to_old`: `enc`, where the new model calls
-    it `encoder`. Every other layer keeps its initial values, even one of the same name.
+    it `encoder`. Every other layer, here the new `head`, keeps its initial values.
     """)
     cfg = regression_config.get_config()
     cfg.workdir, cfg.num_train_steps = str(workdir / "renamed"), 50
@@ -211,6 +211,9 @@ def finetune_from_a_checkpoint(lesson: Lesson, workdir):
         print("PartialKauldronLoader:", type(error).__name__, error.name)
     with lesson.checks():
         lesson.check(same(renamed.params["encoder"], pretrained["params"]["enc"]), "the renamed encoder is the checkpoint's enc")
+        initial = konfig.resolve(cfg).init_state(skip_transforms=True).params  # the same seed, no init transform
+        lesson.check(same(renamed.params["head"], initial["head"]) and not same(renamed.params["encoder"], initial["encoder"]),
+                     "the head keeps its initial values (init_state(skip_transforms=True)'s), the encoder does not")
         error = lesson.check_raises(ModuleNotFoundError, konfig.resolve(cfg).init_state,
                                     "kd.ckpts.PartialKauldronLoader from PyPI (the day it works, this fails)")
         lesson.check_equal(error.name, "orbax.checkpoint.experimental.model_surgery.standard_checkpoint_handler",
