@@ -178,7 +178,16 @@ def named_axes_are_checked(lesson: Lesson):
 
         lesson.check_raises(kd_typing.TypeCheckError, lambda: caller(jnp.zeros((7, 7))),
                             "legacy_pair given (2, 3) and (3, 2) inside a @kt.typechecked function whose own names are"
-                            " p and q: there b and c bind in the caller's scope, tied across the arguments")
+                            " p and q: there b and c are tied across the arguments")
+
+        @kt.typechecked
+        def bindings_after_a_call(z: kt.Float["p q"]):
+            legacy_pair(jnp.zeros((2, 3)), jnp.zeros((2, 3)))
+            return {name: kt.dim[name] for name in ("p", "q", "b", "c")}  # an unbound name: KeyError
+
+        lesson.check_equal(bindings_after_a_call(jnp.zeros((7, 7))), {"p": 7, "q": 7, "b": 2, "c": 3},
+                           "the caller's kt.dim after it called legacy_pair with (2, 3) and (2, 3): b and c bound in"
+                           " the caller's scope")
 
     lesson.md("""
     ## Going further: `kd.typing` needs TensorFlow; ktyping does not
