@@ -97,8 +97,9 @@ def named_axes_are_checked(lesson: Lesson):
     `RuntimeError` when called. The other way round is silent: `@kd.typing.typechecked`
     checks each `kt` annotation alone (dtype and shape; a name is tied only within one
     annotation, when called outside any `@kt.typechecked` function; inside one, the names
-    bind in the caller's scope, tied across the arguments), so `transpose_by_mistake`'s
-    body under it returns the `(3, 2)` transpose with no error.
+    bind in the caller's scope, tied across the arguments and across every such call in
+    that function), so `transpose_by_mistake`'s body under it returns the `(3, 2)`
+    transpose with no error.
     """)
     try:
         legacy_project(jnp.zeros((2, 16, 8)), jnp.zeros((5, 32)))
@@ -188,6 +189,15 @@ def named_axes_are_checked(lesson: Lesson):
         lesson.check_equal(bindings_after_a_call(jnp.zeros((7, 7))), {"p": 7, "q": 7, "b": 2, "c": 3},
                            "the caller's kt.dim after it called legacy_pair with (2, 3) and (2, 3): b and c bound in"
                            " the caller's scope")
+
+        @kt.typechecked
+        def two_calls(z: kt.Float["p q"]):
+            legacy_pair(jnp.zeros((2, 3)), jnp.zeros((2, 3)))
+            return legacy_pair(jnp.zeros((4, 5)), jnp.zeros((4, 5)))
+
+        lesson.check_raises(kd_typing.TypeCheckError, lambda: two_calls(jnp.zeros((7, 7))),
+                            "legacy_pair called with (2, 3) twice, then with (4, 5) twice, in one @kt.typechecked"
+                            " function: the second call meets b=2 and c=3")
 
     lesson.md("""
     ## Going further: `kd.typing` needs TensorFlow; ktyping does not
