@@ -95,11 +95,11 @@ def named_axes_are_checked(lesson: Lesson):
     `Inputs:` on). The two do not mix, and which way round matters. By default
     (`kt.CONFIG`), a `@kt.typechecked` function annotated with `kd.typing` types raises
     `RuntimeError` when called. The other way round is silent: `@kd.typing.typechecked`
-    checks each `kt` annotation alone (dtype and shape; a name is tied only within one
-    annotation, when called outside any `@kt.typechecked` function; inside one, the names
-    bind in the caller's scope, tied across the arguments and across every such call in
-    that function), so `transpose_by_mistake`'s body under it returns the `(3, 2)`
-    transpose with no error.
+    checks each `kt` annotation's dtype and shape, but called outside any
+    `@kt.typechecked` function it ties a name only within one annotation, so
+    `transpose_by_mistake`'s body under it returns the `(3, 2)` transpose with no error.
+    Called inside one, its names bind in that caller's scope: tied across the arguments,
+    and across every such call in the caller, so a second call with other sizes fails.
     """)
     try:
         legacy_project(jnp.zeros((2, 16, 8)), jnp.zeros((5, 32)))
