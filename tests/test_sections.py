@@ -372,8 +372,9 @@ def test_the_run_and_the_page_programs_share_only_the_cache_and_leave_no_process
 
 def test_a_page_kernel_slow_to_end_ends_cleanly_leaving_no_semaphore_behind(tmp_path):
     """A page's kernel that takes seconds to end (jax and TensorFlow loaded, a busy machine)
-    is given the time. Ended by a signal instead, after jupyter_client's default 5 s, it runs
-    no atexit hook and leaves the semaphores it made (tqdm's lock, in a page that trains) to
+    is given the time. Ended by a signal instead (jupyter_client's default: SIGTERM 2.5 s after
+    its shutdown request, SIGKILL at 5 s), it runs no atexit hook and leaves the semaphores
+    it made (tqdm's lock, in a page that trains) to
     the warm-start server's resource tracker, which reports them in the tests' output:
     "There appear to be 2 leaked semaphore objects"."""
     import nbformat
