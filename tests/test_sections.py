@@ -374,9 +374,9 @@ def test_a_page_kernel_slow_to_end_ends_cleanly_leaving_no_semaphore_behind(tmp_
     """A page's kernel that takes seconds to end (jax and TensorFlow loaded, a busy machine)
     is given the time. Ended by a signal instead (jupyter_client's default: SIGTERM 2.5 s after
     its shutdown request, SIGKILL at 5 s), it runs no atexit hook and leaves the semaphores
-    it made (tqdm's lock, in a page that trains) to
-    the warm-start server's resource tracker, which reports them in the tests' output:
-    "There appear to be 2 leaked semaphore objects"."""
+    it made (tqdm's lock, in a page that trains) to the warm-start server's resource
+    tracker, which reports them in the tests' output: "There appear to be 2 leaked
+    semaphore objects"."""
     import nbformat
 
     env = dict(os.environ, TMPDIR=str(tmp_path), KERAS_HOME=str(tmp_path / ".keras"), MPLCONFIGDIR=str(tmp_path / "mpl"))
