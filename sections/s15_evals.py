@@ -218,9 +218,7 @@ def evaluators_and_summaries(lesson: Lesson, workdir):
     `ckpt_0` and `ckpt_20` are there too. Once its waits were over, `final` evaluated
     the same checkpoint. Neither names losses or metrics, so both use the training ones.
     The job also made a folder of its own in the run's workdir, named after its
-    evaluators, `_eval_every:final/`: with the Trainer's `setup.preemptable_eval=True`
-    (default False) it copies there the checkpoint it is evaluating, so that a preempted
-    eval job resumes it; here its `checkpoints/` stays empty.
+    evaluators: `_eval_every:final/`, whose `checkpoints/` is empty once the job has ended.
     """)
     for name in ("every", "final"):
         print(name, {tag: {step: round(float(value), 6) for step, value in values.items()}
@@ -233,7 +231,8 @@ def evaluators_and_summaries(lesson: Lesson, workdir):
         lesson.check_equal(sorted(final["losses/logcosh"]), [40], "the step final/ evaluated: the last checkpoint's")
         own = workdir / "run" / "_eval_every:final"
         lesson.check(own.is_dir() and not any((own / "checkpoints").iterdir()),
-                     "the eval job's own folder in the run's workdir, _eval_every:final, its checkpoints/ empty",
+                     "the eval job's own folder in the run's workdir, _eval_every:final, its checkpoints/ empty"
+                     " once the job has ended",
                      internal="reads Kauldron's file layout")
         log = eval_job.output
         lesson.check(0 <= log.find("Timed out waiting for new checkpoint") < log.find("collection=final"),
