@@ -4,11 +4,12 @@ started is stopped (issue 41: a hang is a failure).
 Past the bound, SIGALRM raises `SectionTimedOut` in the main thread wherever Python is:
 in a lesson's code, or waiting on its processes (`Shell.wait` sleeps in Python), whose
 cleanup then stops them. A main thread stuck in compiled code (a deadlock inside jax)
-runs no Python, so no exception reaches it: a grace later (the bound again, at most
-`GRACE` seconds), a watchdog thread writes every thread's stack to stderr, records why in
-`stuck_file`, kills the children the section started and ends the process. In a --jobs worker, the runner then
-reports that section failed with that line and runs the rest; with --jobs 1, the run
-itself ends there, since the process that would go on is the stuck one.
+runs no Python, so no exception reaches it: a grace later (the bound again, at least
+`MIN_GRACE` and at most `GRACE` seconds), a watchdog thread writes every thread's stack
+to stderr, records why in `stuck_file`, kills the children the section started and ends
+the process. In a --jobs worker, the runner then reports that section failed with that
+line and runs the rest; with --jobs 1, the run itself ends there, since the process that
+would go on is the stuck one.
 """
 
 from __future__ import annotations
@@ -23,6 +24,10 @@ import threading
 from typing import Callable
 
 GRACE = 30  # at most, the seconds a stuck main thread gets to answer SIGALRM
+# At least: a main thread that answered SIGALRM still unwinds the section (its cleanup
+# stops what it started) before the watchdog is cancelled; on a busy machine that took
+# over half a second, and a bound of 0.5 s with a grace of 0.5 s ended a healthy process.
+MIN_GRACE = 5
 STUCK_EXIT = 75  # a stuck process's exit status
 
 
@@ -42,7 +47,7 @@ def bounded(seconds: float | None, stuck_file: pathlib.Path, stop_children: Call
     def expire(signum, frame):
         raise SectionTimedOut(f"did not finish in {seconds:g} s (its bound): stopped")
 
-    grace = min(seconds, GRACE)
+    grace = min(max(seconds, MIN_GRACE), GRACE)
 
     def stuck():
         reason = (f"did not finish in {seconds:g} s (its bound), and its main thread ran no Python for"

@@ -389,6 +389,21 @@ def test_a_section_past_its_bound_fails_in_one_line_naming_its_step(monkeypatch,
     assert result.error.type == "SectionTimedOut" and not teaching.stuck_file(tmp_path / "03-kontext").exists()
 
 
+def test_a_section_that_answers_its_bound_but_unwinds_slowly_is_not_ended(tmp_path):
+    """SIGALRM raises in the main thread at the bound; what the section then does on its
+    way out (stopping what it started) may take a while on a busy machine, here twice the
+    bound, before the watchdog is cancelled. With a grace as short as a short bound, the
+    watchdog ended this process (seen: a pytest worker gone, mid-run)."""
+    began = time.monotonic()
+    with pytest.raises(bounds.SectionTimedOut):
+        with bounds.bounded(0.2, tmp_path / "x.stuck", lambda: None):
+            try:
+                time.sleep(10)
+            finally:
+                time.sleep(0.6)  # the section's cleanup, slow
+    assert time.monotonic() - began < 2 and not (tmp_path / "x.stuck").exists()
+
+
 def test_a_section_s_bound_is_five_times_its_last_passing_run_and_at_least_two_minutes(monkeypatch):
     monkeypatch.delenv(durations.BOUND_ENV, raising=False)
     seconds = {"evals": 30.0, "kontext": 0.1}
