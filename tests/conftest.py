@@ -22,8 +22,9 @@ def pytest_addoption(parser):
                      help="run the full-run tests (tests/test_sections.py) on these sections only, comma-separated: "
                           "a section's page as a program, while writing it (CONTRIBUTING.md)")
     parser.addoption("--cold-kernels", action="store_true",
-                     help="run every page's program in a kernel started afresh (tests/test_sections.py); by default "
-                          "a page that trains or imports jax starts in a kernel forked with jax and Kauldron imported "
+                     help="run every page's program, and its commands, in processes started afresh "
+                          "(tests/test_sections.py); by default a page that trains or imports jax starts in a kernel "
+                          "forked with jax and Kauldron imported, and its `python -m` commands are forked so too "
                           "(CI's py313 leg runs them all afresh)")
 
 

@@ -73,9 +73,10 @@ def run_in_a_kernel(notebook, root: pathlib.Path, env: dict, own: pathlib.Path, 
     (Keras' settings, matplotlib's fonts). Errors are kept in the cells, not raised.
 
     `warm`: the address of a warm-start server (tests/warm_server.py): the kernel starts
-    forked from it (tests/warm_kernel.py), with jax and Kauldron imported. Those read
-    KERAS_HOME, MPLCONFIGDIR and JAX's settings when the server imported them, so `env`
-    must give them as the server had them."""
+    forked from it (tests/warm_kernel.py), with jax and Kauldron imported, and so do the
+    `python -m` commands it runs (tests/warm_command.py). Those read KERAS_HOME,
+    MPLCONFIGDIR and JAX's settings when the server imported them, so `env` must give them
+    as the server had them."""
     import json
     import os
     import sys
@@ -91,6 +92,10 @@ def run_in_a_kernel(notebook, root: pathlib.Path, env: dict, own: pathlib.Path, 
         kernel_env.update(KERAS_HOME=str(own / ".keras"), MPLCONFIGDIR=str(own / "mpl"))
         manager = KernelManager(kernel_name="python3")
     else:
+        from warm_command import write
+
+        warm_python = write(own / "warm-python", warm)
+        kernel_env["PATH"] = os.pathsep.join([str(warm_python.parent), kernel_env["PATH"]])
         spec = own / "kernels" / "python3-warm"
         spec.mkdir(parents=True, exist_ok=True)
         launcher = pathlib.Path(__file__).with_name("warm_kernel.py")

@@ -17,6 +17,7 @@ import time
 import psutil
 import pytest
 from conftest import ROOT, processes_with, readme_command, sections_printed
+import warm_command
 
 from harness import bounds, processes, registry, shell, teaching, warm_start
 from harness.results import SectionResult
@@ -116,6 +117,31 @@ def test_a_warm_started_child_is_the_command_it_was_given(tmp_path):
             assert expected in (tmp_path / "platforms.out").read_text()
     cold = warm_start.start(sleeping[:2] + ["json.tool", str(good)], dict(os.environ), tmp_path / "cold.out")
     assert isinstance(cold, subprocess.Popen) and cold.wait(60) == 0  # no server: started as usual
+
+
+@pytest.mark.slow
+def test_a_page_kernel_s_python_runs_python_m_warm_as_the_command_and_anything_else_as_the_interpreter(tmp_path):
+    """tests/warm_command.py, the `python` first on a warm page kernel's PATH: `-m` forked
+    warm (TensorFlow already imported), its output streamed, its exit status its own (a
+    signal's as a shell reports it); `-c` the interpreter itself, cold."""
+    good, bad = tmp_path / "good.json", tmp_path / "bad.json"
+    good.write_text('{"a": 1}')
+    bad.write_text("{")
+    tensorflow_loaded = "import sys; sys.stdout.write(str('tensorflow' in sys.modules) + chr(10))"
+    with warm_start.server() as address:
+        python = str(warm_command.write(tmp_path / "bin", address))
+        env = dict(os.environ, **{warm_command.KERNEL_GROUP_ENV: str(os.getpgrp())})
+
+        def run(*args):
+            done = subprocess.run([python, *args], env=env, capture_output=True, text=True, timeout=120)
+            return done.returncode, done.stdout
+
+        assert run("-m", "json.tool", str(good)) == (0, '{\n    "a": 1\n}\n')
+        code, printed = run("-m", "json.tool", str(bad))
+        assert code == 1 and "Expecting" in printed  # the child's stderr comes with its stdout
+        assert run("-m", "timeit", "-n", "1", "-r", "1", tensorflow_loaded)[1].startswith("True\n")
+        assert run("-m", "timeit", "-n", "1", "-r", "1", "import os; os.kill(os.getpid(), 9)")[0] == 128 + 9
+        assert run("-c", tensorflow_loaded) == (0, "False\n")
 
 
 @pytest.mark.slow

@@ -89,8 +89,11 @@ def warm_kernels(request, places, kernel_env):
     program imports too, by its imports or by resolving its config, and more of Kauldron's;
     none of the tutorial's, nothing in the kernel's namespace. That saves about 6 CPU
     seconds a page on a run of 2 cores kept busy: this module took 197 s, and 267 s with
-    --cold-kernels (measured one after the other, 2026-12-07). CI's py313 leg starts
-    every kernel afresh."""
+    --cold-kernels (measured one after the other, 2026-12-07). Its `python -m` commands are
+    forked from the same server (tests/warm_command.py), as a run's lessons' are: about 8
+    CPU seconds a command; on Python 3.11 the module took 275 CPU-s (155 s) with them, 380
+    CPU-s (208 s) with them started afresh (alone, one after the other, 2026-12-07). CI's
+    py313 leg starts every kernel and command afresh, as a reader's are."""
     if request.config.getoption("--cold-kernels"):
         yield None
         return

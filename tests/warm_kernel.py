@@ -43,8 +43,12 @@ def kernel(address: str, connection_file: str, log: str) -> None:
 
 
 def forked(launcher: int, args: list[str]) -> None:
-    """In the forked kernel: its group ends when the launcher does, then it is ipykernel."""
+    """In the forked kernel: its group ends when the launcher does, then it is ipykernel.
+    Its commands' warm children join the group too (tests/warm_command.py)."""
     from compat.run import run_module
+    from tests.warm_command import KERNEL_GROUP_ENV
+
+    os.environ[KERNEL_GROUP_ENV] = str(os.getpgrp())
 
     ended = os.pidfd_open(launcher)
 
