@@ -120,7 +120,7 @@ def test_a_warm_started_child_is_the_command_it_was_given(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_page_kernel_s_python_runs_python_m_warm_as_the_command_and_anything_else_as_the_interpreter(tmp_path):
+def test_the_python_of_a_warm_page_kernel_forks_python_m_warm_and_runs_anything_else_itself(tmp_path):
     """tests/warm_command.py, the `python` first on a warm page kernel's PATH: `-m` forked
     warm (TensorFlow already imported), its output streamed, its exit status its own (a
     signal's as a shell reports it); `-c` the interpreter itself, cold."""
