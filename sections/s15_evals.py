@@ -79,6 +79,8 @@ def evaluators_and_summaries(lesson: Lesson, workdir):
     pooled over all 128 rows, 4 batches of 32 (an `InMemoryPipeline` drops the rows past
     the last full batch, and refuses `drop_remainder=False`). Restoring each step's
     checkpoint and computing them with numpy gives the same numbers.
+
+    What the eval job wrote is read in this page's last step, "The eval job's result".
     """)
     eval_job = lesson.shell("python -m kauldron.main --cfg=configs/heldout.py --cfg.workdir=$WORKDIR/run"
                             " --eval_names=every,final", background=True, needed_by="The eval job's result",
