@@ -45,13 +45,17 @@ def sweep_over_overrides(lesson: Lesson, workdir):
 
     For each dict: a fresh config, the overrides set by key path with
     `kontext.set_by_path`, `konfig.resolve` into a frozen Trainer, `train()`, in a
-    workdir of its own. A path must match how the config was written:
-    `optimizer.learning_rate` works because `get_config` passes `learning_rate=` by
-    keyword; on `optax.sgd(0.05)`, written positionally, it adds a second learning rate,
-    and `konfig.resolve` raises `TypeError`. Every run is cut to 50 steps: it makes
-    `num_train_steps + 1` = 51 updates. The checks below make sure every override
-    reached the resolved Trainer, not just the config: the parameter shapes and the
-    optimizer's updates are the ones the overrides describe.
+    workdir of its own. This page reads what `train()` returns, so its runs write no
+    logs: `cfg.writer = None` makes the Trainer's writer a `NoopWriter`, which also
+    skips the `config.json` and `element_spec.json` a later evaluation reads back (a
+    real sweep keeps the default writer, to compare its runs in TensorBoard and evaluate
+    them later). A path must match how the config was written: `optimizer.learning_rate`
+    works because `get_config` passes `learning_rate=` by keyword; on `optax.sgd(0.05)`,
+    written positionally, it adds a second learning rate, and `konfig.resolve` raises
+    `TypeError`. Every run is cut to 50 steps: it makes `num_train_steps + 1` = 51
+    updates. The checks below make sure every override reached the resolved Trainer, not
+    just the config: the parameter shapes and the optimizer's updates are the ones the
+    overrides describe.
     """)
 
     final_loss, trainers = {}, {}
@@ -59,6 +63,7 @@ def sweep_over_overrides(lesson: Lesson, workdir):
         cfg = regression_config.get_config()
         cfg.workdir = str(workdir / f"run-{run}")
         cfg.num_train_steps = 50  # short runs, the same for every override
+        cfg.writer = None  # no logs: the final loss comes from what train() returns
         for path, value in overrides.items():
             kontext.set_by_path(cfg, path, value)
         trainer = konfig.resolve(cfg)
@@ -78,6 +83,11 @@ def sweep_over_overrides(lesson: Lesson, workdir):
         for overrides, (name, trainer) in zip(regression_config.sweep(), trainers.items(), strict=True):
             check_the_override_took(lesson, trainer, overrides, name)
         lesson.check_equal(int(state.step), 51, "state.step after a run with num_train_steps=50")
+        lesson.check(all(type(trainer.writer).__name__ == "NoopWriter" for trainer in trainers.values())
+                     and not any(workdir.glob("run-*/**/events.out.tfevents.*"))
+                     and not any(workdir.glob("run-*/*.json")),
+                     "with cfg.writer = None, every run's writer is a NoopWriter, and no run wrote an event file,"
+                     " config.json or element_spec.json")
         lesson.check(len(set(final_loss.values())) == len(final_loss), "every override changed the final loss")
         import dataclasses
 

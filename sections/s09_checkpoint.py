@@ -8,8 +8,6 @@ the same Trainer again on the same workdir, and `train()` goes on from the lates
 checkpoint.
 """
 
-import shutil
-
 import jax
 import matplotlib.pyplot as plt
 import numpy as np
@@ -165,19 +163,22 @@ def evaluate_checkpoint_resume(lesson: Lesson, workdir):
     works here. `kd.data.InMemoryPipeline` does not save its position: a resumed run
     starts its data over from the first batch, and ends somewhere else. For preemptible
     jobs, use a PyGrain pipeline, as `configs/preemptible.py` (below) does. Its run here
-    plays a preemption: a run of 60 steps loses its last checkpoint, as if the job had
-    stopped after saving step 40, and trains again from there.
+    plays a preemption: a run of 60 steps that saves every 40 keeps step 40's checkpoint
+    as its last, as a job stopped after saving step 40 would, and trains again from
+    there. These runs write no logs (`writer = None`): only their parameters are
+    compared.
     """)
     # InMemoryPipeline: the run resumed above, against a run of 60 steps never interrupted.
     in_memory = regression_config.get_config()
     in_memory.workdir, in_memory.num_train_steps = str(workdir / "in-memory-uninterrupted"), 60
+    in_memory.writer = None
     uninterrupted, _ = konfig.resolve(in_memory).train()
     # PyGrain: a run of 60 steps, then again from its checkpoint of step 40.
     pygrain = preemptible_config.get_config()
     pygrain.workdir, pygrain.num_train_steps = str(workdir / "pygrain"), 60
-    pygrain.checkpointer.save_interval_steps = EVERY
+    pygrain.checkpointer.save_interval_steps = 40
+    pygrain.writer = None
     pygrain_uninterrupted, _ = konfig.resolve(pygrain).train()
-    shutil.rmtree(workdir / "pygrain" / "checkpoints" / "ckpt_60")  # the preemption
     pygrain_again = konfig.resolve(pygrain)
     pygrain_resumed_from = pygrain_again.checkpointer.latest_step
     pygrain_resumed, _ = pygrain_again.train()
@@ -196,6 +197,9 @@ def evaluate_checkpoint_resume(lesson: Lesson, workdir):
                      " (within 1e-5): its data started over")
         lesson.check_equal(pygrain_resumed_from, 40, "the checkpoint the PyGrain run resumes from")
         lesson.check_equal(differences["kd.data.py.DataSource"], 0.0, "PyGrain DataSource: the max |param difference|")
+        lesson.check_equal([path.name for name in ("in-memory-uninterrupted", "pygrain")
+                            for path in (workdir / name).rglob("events.out.tfevents.*")], [],
+                           "the event files of the runs given writer = None")
         import importlib
 
         missing = lesson.check_raises(ModuleNotFoundError, lambda: importlib.import_module("kauldron.data.tf"),
