@@ -7,6 +7,8 @@ too. Here 8 CPU devices are simulated, which must be set before jax starts, so t
 8-device runs happen in a process of their own (`sections/parts/on_devices.py`).
 """
 
+import json
+
 import jax
 from kauldron import konfig
 
@@ -28,8 +30,8 @@ def data_parallel_training(lesson: Lesson, workdir):
     one line: `kd.sharding.FSDPSharding` for the parameters, which splits each one along
     its largest axis that the device count divides. Its `min_size_to_shard_mb` (4 MB by
     default) leaves smaller arrays whole, which here would be all of them, so it is set
-    to 0. Each config is written as JSON (section 1), for the process that trains it on 8
-    devices.
+    to 0. Each config is written as JSON (section 1), for the process that trains them
+    on 8 devices.
     """)
     cfg = regression_config.get_config()
     cfg.num_train_steps, cfg.workdir = 20, str(workdir / "replicated")
@@ -60,19 +62,19 @@ def data_parallel_training(lesson: Lesson, workdir):
     to compare, and a kernel holding the chip stops the commands that do not set it
     themselves (the last step's) from opening it (section 0). This tutorial runs this page
     on the CPU there.
-    `sections/parts/on_devices.py` (below) trains a config on all 8 CPU devices and prints how
-    each array was placed. Each batch of 32 rows is split along its first axis, the mesh
-    axis `devices`: 8 shards of 4 rows. So the batch size must be divisible by the device
-    count, an evaluator's too (it places its batches with the same
-    `trainer.sharding.batch`): a batch of 30 rows cannot be placed. The parameters, and
-    the optimizer state, are whole on every device (an empty partition spec).
+    `sections/parts/on_devices.py` (below) trains each config it is given on all 8 CPU
+    devices, one after the other, and prints how each array was placed; shown here, the
+    default strategy's lines (the FSDP config's are read in a later step). Each batch of
+    32 rows is split along its first axis, the mesh axis `devices`: 8 shards of 4 rows.
+    So the batch size must be divisible by the device count, an evaluator's too (it
+    places its batches with the same `trainer.sharding.batch`): a batch of 30 rows
+    cannot be placed. The parameters, and the optimizer state, are whole on every device
+    (an empty partition spec).
     """)
     lesson.shell("JAX_PLATFORMS=cpu XLA_FLAGS=--xla_force_host_platform_device_count=8"
-                 " python -m sections.parts.on_devices $WORKDIR/replicated.json",
-                 shows=r"^(devices:|a batch of 30|batch\[|params\[)")
+                 " python -m sections.parts.on_devices $WORKDIR/replicated.json $WORKDIR/fsdp.json",
+                 shows=r"^replicated: (devices:|a batch of 30|batch\[|params\[)")
     with lesson.checks():
-        import json
-
         replicated = json.loads((workdir / "replicated" / "sharding.json").read_text())
         lesson.check_equal(replicated["devices"], DEVICES, "the devices of the child")
         lesson.check_equal({path: (array["spec"], array["shard"]) for path, array in replicated["batch"].items()},
@@ -132,14 +134,17 @@ def data_parallel_training(lesson: Lesson, workdir):
     device holds 16 x 4; a vector of 1 cannot be split 8 ways and stays whole. Adam's
     moments `mu` and `nu` are split the same way as the parameter they follow (the
     strategy's `opt_state=None` lets XLA propagate the parameters' sharding). Training
-    sees the same numbers.
+    sees the same numbers. The command above trained `fsdp.json` too, after
+    `replicated.json`; here is what it wrote to the FSDP run's `sharding.json`.
     """)
-    lesson.shell("JAX_PLATFORMS=cpu XLA_FLAGS=--xla_force_host_platform_device_count=8"
-                 " python -m sections.parts.on_devices $WORKDIR/fsdp.json",
-                 shows=r"^(params\[|opt_state\[0\]\.(mu|nu))")
+    fsdp = json.loads((workdir / "fsdp" / "sharding.json").read_text())
+    for part, arrays in (("params", fsdp["params"]), ("opt_state", fsdp["opt_state"])):
+        for path, array in arrays.items():
+            if part == "params" or path.startswith(("[0].mu", "[0].nu")):  # Adam's moments, not its count
+                print(f"{part + path:34} {str(array['shape']):8} -> {str(array['shard']):8} per device,"
+                      f" partition spec {array['spec']}")
     print([round(row["losses/logcosh"], 6) for _, row in sorted(read_scalars(workdir / "fsdp", "train").items())])
     with lesson.checks():
-        fsdp = json.loads((workdir / "fsdp" / "sharding.json").read_text())
         shards = {path: array["shard"] for path, array in fsdp["params"].items()}
         lesson.check_equal(shards, {"['enc']['bias']": [4], "['enc']['kernel']": [16, 4], "['out']['bias']": [1],
                                     "['out']['kernel']": [4, 1]}, "each parameter's shard shape under FSDP on 8 devices")

@@ -1,14 +1,15 @@
-"""Trains a Kauldron config on every device this process has, and prints how it was sharded.
+"""Trains Kauldron configs on every device this process has, and prints how each was sharded.
 
     JAX_PLATFORMS=cpu XLA_FLAGS=--xla_force_host_platform_device_count=8 \\
-        python -m sections.parts.on_devices CONFIG.json
+        python -m sections.parts.on_devices CONFIG.json [CONFIG.json ...]
 
-CONFIG.json is a config written with `cfg.to_json()` (section 1). This resolves it,
-trains it, and prints the devices, how a batch is split (put on the devices as `train()`
-puts it), whether a batch of 30 rows can be put there, and, for each parameter and each
-array of the optimizer state, its shape, the shape of the shard each device holds, and
-its partition spec. It writes the same, as JSON, to `sharding.json` in the config's
-workdir. XLA_FLAGS must be set before jax starts: hence a process of its own (section 11).
+Each CONFIG.json is a config written with `cfg.to_json()` (section 1). For each, one
+after another, this resolves it, trains it, and prints the devices, how a batch is split
+(put on the devices as `train()` puts it), whether a batch of 30 rows can be put there,
+and, for each parameter and each array of the optimizer state, its shape, the shape of
+the shard each device holds, and its partition spec; each line starts with the config
+file's name. It writes the same, as JSON, to `sharding.json` in the config's workdir.
+XLA_FLAGS must be set before jax starts: hence a process of its own (section 11).
 """
 
 import json
@@ -45,14 +46,16 @@ def main(config_file: str) -> None:
         "opt_state": shards(state.opt_state),
         "distributed_initialized": jax.distributed.is_initialized(),
     }
-    print("devices:", report["devices"])
-    print("a batch of 30 rows:", rows_30)
+    name = pathlib.Path(config_file).stem
+    print(f"{name}: devices:", report["devices"])
+    print(f"{name}: a batch of 30 rows:", rows_30)
     for part in ("batch", "params", "opt_state"):
         for path, array in report[part].items():
-            print(f"{part + path:34} {str(array['shape']):8} -> {str(array['shard']):8} per device,"
+            print(f"{name}: {part + path:34} {str(array['shape']):8} -> {str(array['shard']):8} per device,"
                   f" partition spec {array['spec']}")
     pathlib.Path(trainer.workdir, "sharding.json").write_text(json.dumps(report))
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:])
+    for config_file in sys.argv[1:]:
+        main(config_file)
