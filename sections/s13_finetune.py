@@ -201,20 +201,22 @@ def finetune_from_a_checkpoint(lesson: Lesson, workdir):
     cfg.workdir, cfg.num_train_steps = str(workdir / "renamed"), 50
     cfg.model = finetune_cfg.MLPRenamed(inputs="batch.x")
     cfg.init_transform = finetune_cfg.LoadRenamed(workdir=str(workdir / "pretrain"), new_to_old={"encoder": "enc"})
-    renamed = konfig.resolve(cfg).init_state()
+    renaming = konfig.resolve(cfg)
+    renamed = renaming.init_state()
     print(jax.tree.map(np.shape, renamed.params))
     cfg.init_transform = kd_cfg.ckpts.PartialKauldronLoader(workdir=str(workdir / "pretrain"),
                                                             new_to_old={"params.encoder": "params.enc"})
+    partial = konfig.resolve(cfg)
     try:
-        konfig.resolve(cfg).init_state()
+        partial.init_state()
     except ModuleNotFoundError as error:
         print("PartialKauldronLoader:", type(error).__name__, error.name)
     with lesson.checks():
         lesson.check(same(renamed.params["encoder"], pretrained["params"]["enc"]), "the renamed encoder is the checkpoint's enc")
-        initial = konfig.resolve(cfg).init_state(skip_transforms=True).params  # the same seed, no init transform
+        initial = renaming.init_state(skip_transforms=True).params  # the same seed, no init transform
         lesson.check(same(renamed.params["head"], initial["head"]) and not same(renamed.params["encoder"], initial["encoder"]),
                      "the head keeps its initial values (init_state(skip_transforms=True)'s), the encoder does not")
-        error = lesson.check_raises(ModuleNotFoundError, konfig.resolve(cfg).init_state,
+        error = lesson.check_raises(ModuleNotFoundError, partial.init_state,
                                     "kd.ckpts.PartialKauldronLoader from PyPI (the day it works, this fails)")
         lesson.check_equal(error.name, "orbax.checkpoint.experimental.model_surgery.standard_checkpoint_handler",
                            "the module PartialKauldronLoader misses")

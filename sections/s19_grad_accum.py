@@ -250,7 +250,7 @@ def gradient_accumulation(lesson: Lesson, workdir):
     holds the parameters `train()` returned, two full updates, with `mini_step` 0.
     """)
     reader = konfig.resolve(cfg)
-    mid = reader.checkpointer.restore(reader.init_state(), step=6)
+    mid = reader.checkpointer.restore(trainer.init_state(), step=6)  # a state of the same structure
     print("checkpoints:", trainer.checkpointer.all_steps)
     print("ckpt_6: state.step", int(mid.step), " mini_step", int(mid.opt_state.mini_step),
           " gradient_step", int(mid.opt_state.gradient_step))
@@ -264,7 +264,7 @@ def gradient_accumulation(lesson: Lesson, workdir):
         lesson.check(max_difference(mid.opt_state.acc_grads, by_hand) < 1e-6,
                      "ckpt_6's acc_grads = the mean of the logcosh gradients of rows 32-39 and 40-47 (by jax, within 1e-6)")
         lesson.check(same(mid.params, at_4.params), "ckpt_6's parameters = ckpt_4's, bit for bit")
-        at_8 = reader.checkpointer.restore(reader.init_state(), step=8)
+        at_8 = reader.checkpointer.restore(trainer.init_state(), step=8)
         lesson.check_equal(int(at_8.step), 8, "the last checkpoint's state.step (train() returned 9)")
         lesson.check(same(at_8.params, state.params) and (int(at_8.opt_state.mini_step),
                                                           int(at_8.opt_state.gradient_step)) == (0, 2),
