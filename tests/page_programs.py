@@ -112,7 +112,11 @@ def run_in_a_kernel(notebook, root: pathlib.Path, env: dict, own: pathlib.Path, 
     manager.shutdown_wait_time = 30.0
     client = NotebookClient(notebook, km=manager, timeout=900, allow_errors=True,
                             resources={"metadata": {"path": str(root)}})
-    client.execute(env=kernel_env, cleanup_kc=True)  # shuts the kernel down, though the manager is ours
+    # The kernel's own log lines (ipykernel warns that it runs over TCP unencrypted) go to
+    # its log, as a warm kernel's do, not into the tests' output; what its cells print
+    # reaches the notebook either way.
+    with open(own / "kernel.log", "a") as log:
+        client.execute(env=kernel_env, cleanup_kc=True, stderr=log)  # shuts the kernel down, though the manager is ours
     return notebook
 
 
