@@ -26,5 +26,6 @@ def get_config():
     cfg.model = randomness.DropoutMLP(inputs="batch.x", rate=0.5)
     cfg.train_metrics = {"is_training": randomness.Average(values="interms.is_training[0]")}
     cfg.eval_ds = kd.data.InMemoryPipeline(loader=regression.make_loader("eval"), batch_size=32, num_epochs=1)
-    cfg.evals = {"eval": kd.evals.Evaluator(run=kd.evals.EveryNSteps(STEPS))}  # the train losses and metrics
+    # An evaluator given no data, losses or metrics evaluates cfg.eval_ds with the training ones.
+    cfg.evals = {"eval": kd.evals.Evaluator(run=kd.evals.EveryNSteps(STEPS))}
     return cfg

@@ -5,6 +5,12 @@ along its first axis over every device, the parameters are copied to each, and X
 the cross-device sums. The config does not change. One config line shards the parameters
 too. Here 8 CPU devices are simulated, which must be set before jax starts, so the
 8-device runs happen in a process of their own (`sections/parts/on_devices.py`).
+
+On a machine with one TPU, start the notebook with `%env JAX_PLATFORMS=cpu`, before
+anything imports jax: the kernel's own run (step 3) is compared with the 8-device runs
+to 1e-5, which a TPU's rounding would not meet, and a kernel holding the chip stops the
+last step's commands, which do not set `JAX_PLATFORMS`, from opening it (section 0).
+This tutorial runs this page on the CPU there.
 """
 
 import json
@@ -34,7 +40,7 @@ def data_parallel_training(lesson: Lesson, workdir):
     on 8 devices.
     """)
     cfg = regression_config.get_config()
-    cfg.num_train_steps, cfg.workdir = 20, str(workdir / "replicated")
+    cfg.num_train_steps, cfg.workdir = 20, str(workdir / "replicated")  # named for its parameters: its batch is split
     (workdir / "replicated.json").write_text(cfg.to_json())
     cfg.workdir = str(workdir / "fsdp")
     cfg.sharding = kd_cfg.sharding.ShardingStrategy(params=kd_cfg.sharding.FSDPSharding(min_size_to_shard_mb=0))
@@ -56,12 +62,8 @@ def data_parallel_training(lesson: Lesson, workdir):
     ## On 8 devices, by default: the batch is split, the parameters are copied
 
     `XLA_FLAGS=--xla_force_host_platform_device_count=8` makes jax see 8 CPU devices, and
-    `JAX_PLATFORMS=cpu` makes it use them where it would take a TPU or GPU. On a machine
-    with one TPU, set it for the kernel too, before it imports jax (`%env
-    JAX_PLATFORMS=cpu` as the first cell): the kernel's own run below must be on the CPU
-    to compare, and a kernel holding the chip stops the commands that do not set it
-    themselves (the last step's) from opening it (section 0). This tutorial runs this page
-    on the CPU there.
+    `JAX_PLATFORMS=cpu` makes it use them where it would take a TPU or GPU (on a TPU
+    machine, set it for the kernel too: see the top of this page).
     `sections/parts/on_devices.py` (below) trains each config it is given on all 8 CPU
     devices, one after the other, and prints how each array was placed; shown here, the
     default strategy's lines (the FSDP config's are read in a later step). Each batch of
@@ -69,7 +71,7 @@ def data_parallel_training(lesson: Lesson, workdir):
     So the batch size must be divisible by the device count, an evaluator's too (it
     places its batches with the same `trainer.sharding.batch`): a batch of 30 rows
     cannot be placed. The parameters, and the optimizer state, are whole on every device
-    (an empty partition spec).
+    (an empty partition spec; the `opt_state` lines, cut here, read the same).
     """)
     lesson.shell("JAX_PLATFORMS=cpu XLA_FLAGS=--xla_force_host_platform_device_count=8"
                  " python -m sections.parts.on_devices $WORKDIR/replicated.json $WORKDIR/fsdp.json",
@@ -110,7 +112,8 @@ def data_parallel_training(lesson: Lesson, workdir):
 
     The same experiment trains here, in this process, on its one device. The loss curve
     on 8 devices is the one-device curve, up to the order in which the 8 partial sums are
-    added, and the metric is computed over the whole batch of 32, not over one shard.
+    added, and the metric is computed over the whole batch of 32, not over one shard (a
+    check below compares it with numpy's).
     """)
     cfg = regression_config.get_config()
     cfg.num_train_steps, cfg.workdir = 20, str(workdir / "one-device")
@@ -133,9 +136,10 @@ def data_parallel_training(lesson: Lesson, workdir):
     Under `FSDPSharding`, `enc.kernel` (16 x 32) is split along its 32 columns, so each
     device holds 16 x 4; a vector of 1 cannot be split 8 ways and stays whole. Adam's
     moments `mu` and `nu` are split the same way as the parameter they follow (the
-    strategy's `opt_state=None` lets XLA propagate the parameters' sharding). Training
-    sees the same numbers. The command above trained `fsdp.json` too, after
-    `replicated.json`; here is what it wrote to the FSDP run's `sharding.json`.
+    `opt_state` of a `ShardingStrategy` is `None` by default, which lets XLA propagate the
+    parameters' sharding). Training sees the same numbers. The command of the second step
+    trained `fsdp.json` too, after `replicated.json`; here is what it wrote to the FSDP
+    run's `sharding.json`.
     """)
     fsdp = json.loads((workdir / "fsdp" / "sharding.json").read_text())
     for part, arrays in (("params", fsdp["params"]), ("opt_state", fsdp["opt_state"])):

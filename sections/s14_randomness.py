@@ -33,9 +33,10 @@ def randomness_and_modes(lesson: Lesson, workdir):
 
     `configs/dropout.py` (below) trains `DropoutMLP`, which declares `is_training =
     kd.nn.train_property()` and uses `kd.nn.Dropout`, which reads it. `train()` sets it
-    on and an evaluator off; outside a Trainer, `model.apply(..., is_training_property=...)`
-    does, and must: without it, `init` and `apply` raise `ValueError`. In training, dropout
-    needs a key and two keys give two outputs; in evaluation it is off.
+    on and an evaluator off; outside a Trainer you set it yourself, `model.apply(...,
+    is_training_property=...)`: without it, `init` and `apply` raise `ValueError`. In
+    training, dropout needs a key and two keys give two outputs; in evaluation it is
+    off.
     """)
     cfg = dropout_config.get_config()
     cfg.workdir = str(workdir / "seed-0")
@@ -77,8 +78,8 @@ def randomness_and_modes(lesson: Lesson, workdir):
     states["seed-0"], _ = trainer.train()  # the Trainer above: seed 0 (configs/regression.py sets it), workdir seed-0
     cfg.workdir = str(workdir / "seed-0-again")
     states["seed-0-again"], _ = konfig.resolve(cfg).train()  # built again from the same config
-    cfg.seed = 1
-    seed_1 = konfig.resolve(cfg)  # not trained: its keys, initial parameters and first batch are enough
+    cfg.workdir, cfg.seed = str(workdir / "seed-1"), 1
+    seed_1 = konfig.resolve(cfg)  # not trained: compared on its initial parameters here, its keys and first batch below
 
     def equal(a, b) -> bool:  # every array of two trees, bit for bit
         return all(np.array_equal(x, y) for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)))
@@ -105,10 +106,12 @@ def randomness_and_modes(lesson: Lesson, workdir):
 
     The model also records the mode it ran in (`interms.is_training[0]`), and a metric
     averages it: 1 in `train/`, 0 in `eval/`. So the evaluator's loss is the eval-mode
-    model's, without dropout: here the evaluator run again on the final state.
+    model's, without dropout: here the evaluator is run again on the final state, and a
+    check below recomputes its loss with numpy, the model in eval mode.
     """)
     last = dropout_config.STEPS
     flags = {name: read_scalars(workdir / "seed-0", name)[last]["metrics/is_training"] for name in ("train", "eval")}
+    # Logged as step 21, after the run's own evaluation of step 20 rather than over it.
     final = trainer.evals["eval"].evaluate(states["seed-0"], last + 1).compute().loss_values["losses/logcosh"]
     print(flags, float(final))
     with lesson.checks():
@@ -123,18 +126,19 @@ def randomness_and_modes(lesson: Lesson, workdir):
 
     `NoisyMLP` draws noise from a stream called `noise`. The Trainer provides it once it
     is listed: `kd.train.RngStreams([kd.train.RngStream("noise", eval=True)])`. Listed
-    streams are added to the three defaults; one of a default's name replaces it. Unlisted,
-    the model still initialises (Flax falls back on the `params` stream), and its first
-    training step raises Flax's `InvalidRngError`. A stream is off in evaluation unless
-    `eval=True`. There its keys are folded with the eval batch's index, not the training
-    step, so every evaluation draws the same noise.
+    streams are added to the three defaults; a listed stream with a default's name (such
+    as `dropout`) replaces that default. Unlisted, the model still initialises (Flax
+    falls back on the `params` stream), and its first training step raises Flax's
+    `InvalidRngError`. A stream is off in evaluation unless `eval=True`. In evaluation
+    its keys are folded with the eval batch's index, not the training step, so every
+    evaluation draws the same noise.
     """)
     cfg = dropout_config.get_config()
     cfg.workdir = str(workdir / "noise")
     cfg.model = randomness_cfg.NoisyMLP(inputs="batch.x")
     cfg.rng_streams = kd_cfg.train.RngStreams([kd_cfg.train.RngStream("noise", eval=True)])
     cfg.train_metrics = {"noise_mean": randomness_cfg.Average(values="interms.noise_mean[0]")}
-    cfg.evals["eval"] = kd_cfg.evals.Evaluator(run=kd_cfg.evals.EveryNSteps(last // 2))
+    cfg.evals["eval"] = kd_cfg.evals.Evaluator(run=kd_cfg.evals.EveryNSteps(last // 2))  # 3 evaluations, to compare
     noisy = konfig.resolve(cfg)
     noisy.train()
     noise = {name: {step: round(row["metrics/noise_mean"], 6) for step, row in read_scalars(workdir / "noise", name).items()}
