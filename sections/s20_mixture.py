@@ -111,10 +111,10 @@ def mixture_and_augmentation(lesson: Lesson, workdir):
     A pipeline resolved on its own, with neither, draws a random seed when it is first
     read: outside a Trainer, set one.
     """)
-    def first_batches(seed, count=1):  # a Trainer with this seed: its pipeline's seed, and first batches
+    def first_batches(seed):  # a Trainer with this seed: its pipeline's seed, and its first batch (a list of one)
         cfg.seed = seed
         pipeline = konfig.resolve(cfg).train_ds
-        return pipeline.seed, list(itertools.islice(pipeline, count))
+        return pipeline.seed, list(itertools.islice(pipeline, 1))
 
     def records(batches):  # (shifted, index) of every digit, in order
         return [(int(s), int(i)) for batch in batches for s, i in zip(batch["shifted"], batch["index"])]
