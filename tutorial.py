@@ -170,7 +170,7 @@ def main(argv: list[str]) -> int:
         if missing:
             raise UsageError(f"{', '.join(missing)} not installed; set up with: {INSTALL_COMMAND} (see README.md)")
         if args.versions:
-            described, fixes = environment.set_up_and_describe(args.no_compat)
+            described, fixes = environment.set_up_and_describe(args.no_compat, heavy=True)  # every decision
             terminal.print_versions(described, fixes)
             if json_path:
                 reporting.write_json(json_path, Report(environment=described).to_json())

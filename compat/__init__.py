@@ -7,7 +7,8 @@ it did. Installing the fixes imports nothing else, so a program runs with them e
 it runs without them, apart from the fix itself (`python -m compat.run` relies on it).
 
 The driver and the notebook call `reports(settle=True)`, which imports the watched modules
-(they would import them anyway) so that every decision is made and can be printed.
+(they would import them anyway) so that every decision is made and can be printed; a
+heavy fix's only when asked (`--versions`), since a run may never import them.
 """
 
 from __future__ import annotations
@@ -19,9 +20,9 @@ from compat.fix import Fix, FixReport  # noqa: F401 - part of this package's API
 
 
 def _known_fixes() -> list[Fix]:
-    from compat import etils_prng
+    from compat import etils_prng, kauldron_schedules
 
-    return [etils_prng.FIX]
+    return [etils_prng.FIX, kauldron_schedules.FIX]
 
 
 _reports: dict[str, FixReport] = {}
@@ -58,11 +59,13 @@ def _decide(fix: Fix, on_failure: Callable[[FixReport], None] | None) -> None:
         on_failure(report)
 
 
-def reports(settle: bool = False) -> list[FixReport]:
+def reports(settle: bool = False, heavy: bool = False) -> list[FixReport]:
     """What each installed fix decided. With `settle`, first imports the modules the fixes
-    watch, so that none is left pending."""
+    watch, so that none is left pending; a heavy fix's (compat/fix.py) only with `heavy`."""
     if settle:
         for fix in _known_fixes():
+            if fix.heavy and not heavy:
+                continue
             for name in fix.watches:
                 importlib.import_module(name)
     return [_reports[fix.name] for fix in _known_fixes() if fix.name in _reports]

@@ -34,8 +34,11 @@ class FixReport:
 @dataclasses.dataclass(frozen=True)
 class Fix:
     """A fix: its name, the modules it needs imported, and the function that decides and
-    patches once they are (it returns the report)."""
+    patches once they are (it returns the report). `heavy`: importing what it watches takes
+    seconds (TensorFlow), so a run's header does not import it to decide (compat.reports);
+    the fix decides when a lesson imports it, and stays pending in a run that never does."""
 
     name: str
     watches: tuple[str, ...]
     apply: Callable[[], FixReport]
+    heavy: bool = False

@@ -47,7 +47,7 @@ def devices() -> list[str]:
 
 
 def set_up_and_describe(no_compat: bool, cache: pathlib.Path | None = None,
-                        workdir: pathlib.Path | None = None) -> tuple[dict, list]:
+                        workdir: pathlib.Path | None = None, heavy: bool = False) -> tuple[dict, list]:
     """Applies the process settings and the compat fixes (unless told not to), then
     describes this environment: it starts jax."""
     # Process settings first (jax reads some when it is imported), then the fixes, all
@@ -59,15 +59,16 @@ def set_up_and_describe(no_compat: bool, cache: pathlib.Path | None = None,
         import compat
 
         compat.install_all()
-    return describe(*here(no_compat), cache)
+    return describe(*here(no_compat, heavy), cache)
 
 
-def here(no_compat: bool) -> tuple[list[str], list]:
+def here(no_compat: bool, heavy: bool = False) -> tuple[list[str], list]:
     """This process's jax devices and what each compat fix decided. The lessons import what
-    the fixes watch anyway: it is imported now, so that every decision is made."""
+    the fixes watch anyway: it is imported now, so that every decision is made; what a
+    heavy fix watches only with `heavy` (else it decides when a lesson imports it)."""
     import compat
 
-    return devices(), compat.skipped_all() if no_compat else compat.reports(settle=True)
+    return devices(), compat.skipped_all() if no_compat else compat.reports(settle=True, heavy=heavy)
 
 
 def describe(devices: list[str], fixes: list, cache: pathlib.Path | None) -> tuple[dict, list]:

@@ -164,7 +164,8 @@ def test_json_schema(tutorial):
     assert {"versions", "compat", "interrupted", "sections", "totals"} <= set(r)
     assert {"python", "kauldron", "jax", "jaxlib", "flax", "optax", "etils", "numpy"} <= set(r["versions"])
     assert r["interrupted"] is False and r["jobs"] == 1
-    assert [set(fix) >= {"name", "applied", "reason"} for fix in r["compat"]] == [True]
+    assert [fix["name"] for fix in r["compat"]] == ["etils-prng", "kauldron-schedules"]
+    assert all(set(fix) >= {"name", "applied", "state", "reason"} for fix in r["compat"])
     for s in r["sections"]:
         assert set(s) >= {"number", "slug", "title", "status", "seconds", "summary", "facts", "checks", "error",
                           "plots", "steps", "skipped_checks", "figure_title", "figure_step"}
@@ -191,15 +192,19 @@ def test_header_reports_versions_devices_and_each_compat_fix(tutorial):
     assert "devices: cpu:0" in header
     assert "compat etils-prng: " in header
     assert ("applied" in header) or ("not needed" in header)
+    # A heavy fix: kontext never imports Kauldron's trainer, so it stays undecided (compat/fix.py).
+    assert "compat kauldron-schedules: pending (waiting for kauldron.train.metric_writer to be imported)" in header
 
 
 @pytest.mark.slow
 def test_no_compat_is_reported(tutorial):
     run = tutorial("konfig", "--no-compat")
     assert run.results["compat"] == [
-        {"name": "etils-prng", "applied": False, "state": "skipped", "reason": "--no-compat"}
+        {"name": name, "applied": False, "state": "skipped", "reason": "--no-compat"}
+        for name in ("etils-prng", "kauldron-schedules")
     ]
     assert "compat etils-prng: skipped (--no-compat)" in run.stdout
+    assert "compat kauldron-schedules: skipped (--no-compat)" in run.stdout
 
 
 @pytest.mark.slow

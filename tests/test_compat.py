@@ -1,6 +1,7 @@
-"""The compat layer patches the etils prng breakage only when it is there, and verifies it.
+"""The compat layer patches each known breakage (etils 1.14.0's prng lookup, Kauldron's
+unconverted schedule values) only when it is there, and verifies it.
 
-The broken function is simulated (as etils 1.14.0 wrote it), so these tests mean the same
+The broken functions are simulated (as etils 1.14.0 and Kauldron 1.4 wrote them), so these tests mean the same
 on every environment; the `broken-etils` CI leg also runs the whole suite on the real thing.
 """
 
@@ -11,12 +12,14 @@ import sys
 
 import jax
 import numpy as np
+import optax
 import pytest
 from conftest import ROOT
 from etils import enp
 from etils.enp import array_spec
+from kauldron.train import auxiliaries
 
-from compat import etils_prng
+from compat import etils_prng, kauldron_schedules
 
 
 def etils_1_14_is_jax_random_dtype(dtype):
@@ -72,6 +75,76 @@ def test_a_patch_that_does_not_help_is_reported_failed_and_undone(installed, mon
     assert report.state == "failed"
     assert "float32" in report.reason
     assert array_spec._is_jax_random_dtype is etils_1_14_is_jax_random_dtype
+
+
+# --- Kauldron's schedules: handed to the writers as numpy -----------------------------------
+
+
+def kauldron_1_4_compute_schedule(sched, step):
+    """Kauldron 1.4's `metric_writer._compute_schedule`: the schedule's value, unconverted."""
+    with jax.transfer_guard("allow"):
+        return sched(step)
+
+
+@pytest.fixture
+def compute_schedule(monkeypatch):
+    """Lets a test install a function as Kauldron's own, restoring the real one afterwards."""
+    from kauldron.train import metric_writer
+
+    def install(fn):
+        monkeypatch.setattr(metric_writer, "_compute_schedule", fn)
+        return fn
+    return install
+
+
+def test_kauldrons_unconverted_schedule_values_are_converted_to_numpy(compute_schedule):
+    from kauldron.train import metric_writer
+
+    compute_schedule(kauldron_1_4_compute_schedule)
+    assert isinstance(metric_writer._compute_schedule(optax.linear_schedule(1.0, 0.0, 10), 3), jax.Array)
+    report = kauldron_schedules.apply()
+    assert report.state == "applied" and "unconverted" in report.reason
+    value = metric_writer._compute_schedule(optax.linear_schedule(1.0, 0.0, 10), 3)
+    assert type(value) is np.ndarray and np.isclose(value, 0.7)
+    assert kauldron_schedules.problem(metric_writer._compute_schedule) is None
+
+
+@pytest.mark.parametrize("convert", [np.asarray, jax.device_get, float, lambda value: value.item(),
+                                     lambda value: jax.tree.map(auxiliaries._convert_leaf, value)],
+                         ids=["np.asarray", "jax.device_get", "float", "item", "Kauldron's _convert_leaf"])
+def test_a_compute_schedule_that_converts_is_left_alone(compute_schedule, convert):
+    from kauldron.train import metric_writer
+
+    def converts(sched, step):
+        with jax.transfer_guard("allow"):
+            return convert(sched(step))
+
+    compute_schedule(converts)
+    assert kauldron_schedules.apply().state == "not needed"
+    assert metric_writer._compute_schedule is converts
+
+
+def test_deciding_starts_no_jax_backend(compute_schedule):
+    from jax._src import xla_bridge
+
+    compute_schedule(kauldron_1_4_compute_schedule)
+    started = dict(xla_bridge._backends)
+    xla_bridge._backends.clear()  # as in a process that has not computed yet
+    try:
+        assert kauldron_schedules.apply().state == "applied"
+        assert not xla_bridge._backends
+    finally:
+        xla_bridge._backends.update(started)
+
+
+def test_a_schedule_patch_that_does_not_help_is_reported_failed_and_undone(compute_schedule, monkeypatch):
+    from kauldron.train import metric_writer
+
+    compute_schedule(kauldron_1_4_compute_schedule)
+    monkeypatch.setattr(kauldron_schedules, "_on_host", lambda fn: fn)
+    report = kauldron_schedules.apply()
+    assert report.state == "failed" and "unconverted" in report.reason
+    assert metric_writer._compute_schedule is kauldron_1_4_compute_schedule
 
 
 # --- python -m compat.run runs a module as python -m does -----------------------------------
