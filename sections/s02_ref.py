@@ -140,6 +140,17 @@ def references_follow_edits(lesson: Lesson, workdir):
     `num_train_steps=200` makes 201 updates, at steps 0 to 200: `state.step` ends at 201.
     `train()` also writes the config to the workdir's `config.json` with `to_json()`:
     there, the references are plain numbers.
+
+    On a TPU or GPU, PyPI's Kauldron (1.4.2 and 1.4.4) can fail here, rarely. `train()`
+    runs its loop under `jax.transfer_guard("disallow")`, and its metric writer hands each
+    schedule's value on unconverted (for optax's schedules, a jax array on the
+    accelerator) to the two writers that read it: a log writer that formats it in a thread
+    of its own, and the TensorBoard writer, which converts it inside the guarded loop.
+    Unless the other thread has already fetched it (jax keeps the host copy of an array
+    it has fetched), the guard refuses that transfer: `Disallowed device-to-host
+    transfer`. Losses and metrics reach the writers as numpy. `tutorial.py` converts
+    schedules' values too (`compat/kauldron_schedules.py`; its header reports it); in a
+    notebook at the repository root, `import compat; compat.install_all()` does the same.
     """)
     cfg.optimizer = regression_cfg.adam_recording_lr(learning_rate=cfg.ref.schedules["lr"])
     cfg.workdir = str(workdir / "run")
@@ -168,6 +179,7 @@ def references_follow_edits(lesson: Lesson, workdir):
                            "config.json = the config's to_json()")
         lesson.check_equal((written["warmup_steps"], written["decay_steps"]), (20, 200),
                            "lr's warmup_steps and decay_steps in config.json: the references' values, as numbers")
+        check_schedule_values_handed_over(lesson, konfig.resolve(cfg.schedules["lr"]))
         lesson.fact("optimizer_lr_last_update", last_update)
         lesson.summary = (f"at step 180 of 200, lr {float(reference(180)):.6f} by reference, {float(copy(180)):.6f}"
                           f" by copy; the optimizer's last update at {last_update:.3g}; lr_copy logged, unused")
@@ -179,6 +191,45 @@ import optax  # noqa: E402 - the checks' own
 def optax_schedule(decay_steps: int, warmup_steps: int = 100, end_value: float = 0.0):
     """The schedule built directly with optax, to compare with."""
     return optax.warmup_cosine_decay_schedule(0.0, 1e-3, warmup_steps, decay_steps, end_value=end_value)
+
+
+def check_schedule_values_handed_over(lesson: Lesson, schedule) -> None:
+    """What Kauldron's metric writer hands its writers: a schedule's value unconverted, a
+    metric's as numpy; and what the loop's transfer guard does with the first, here."""
+    import inspect
+
+    import jax
+    from kauldron.train import auxiliaries, metric_writer
+
+    kauldrons = inspect.unwrap(metric_writer._compute_schedule)  # Kauldron's own, under compat's fix
+    handed = kauldrons(schedule, 180)
+    lesson.check(isinstance(handed, jax.Array), "Kauldron's own metric_writer._compute_schedule (what compat wraps) returns"
+                 " lr's value at step 180 as a jax array, unconverted", internal="a private function of Kauldron")
+
+    class Computed:  # a metric's state whose value is a jax array
+        def compute(self):
+            return jax.numpy.float32(0.5)
+
+    lesson.check(type(auxiliaries._compute_metric((), Computed())) is np.ndarray,
+                 "a loss's or metric's value computed as a jax array reaches the writers as numpy",
+                 internal="a private function of Kauldron, auxiliaries._compute_metric")
+
+    def convert_under_the_guard():
+        with jax.transfer_guard("disallow"):
+            return np.asarray(handed)
+
+    if jax.default_backend() == "cpu":
+        lesson.check(convert_under_the_guard() == np.float32(handed),
+                     "on a CPU, transfer_guard('disallow') lets that value be converted to numpy")
+    else:
+        try:
+            convert_under_the_guard()
+            refused = "nothing"
+        except jax.errors.JaxRuntimeError as error:
+            refused = str(error)
+        lesson.check("Disallowed device-to-host transfer" in refused,
+                     f"on a {jax.default_backend().upper()}, converting that value under transfer_guard('disallow')"
+                     " raises JaxRuntimeError: Disallowed device-to-host transfer")
 
 
 def same_schedule(a, b, steps: int) -> bool:
