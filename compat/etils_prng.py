@@ -15,7 +15,7 @@ from __future__ import annotations
 import sys
 from typing import Any, Callable
 
-from compat.fix import Fix, FixReport
+from compat.fix import Fix, FixReport, replace_if_broken
 
 NAME = "etils-prng"
 
@@ -48,22 +48,12 @@ def problem(is_jax_random_dtype: Callable[[Any], bool]) -> str | None:
 
 def apply() -> FixReport:
     """Decides and patches; called once `etils.enp.array_spec` and `jax` are imported."""
-    array_spec = sys.modules["etils.enp.array_spec"]
-    found = problem(array_spec._is_jax_random_dtype)
-    if found is None:
-        return FixReport(NAME, "not needed", "etils.enp.array_spec._is_jax_random_dtype works")
-    original = array_spec._is_jax_random_dtype
-    array_spec._is_jax_random_dtype = _public_is_jax_random_dtype
-    left = problem(array_spec._is_jax_random_dtype)
-    if left is not None:
-        array_spec._is_jax_random_dtype = original
-        return FixReport(NAME, "failed", f"broken ({found}) and the patch did not help: {left}")
-    return FixReport(
-        NAME,
-        "applied",
-        f"etils.enp.array_spec._is_jax_random_dtype was broken ({found}); "
-        "now uses jax.dtypes.prng_key as etils 1.15.0 does",
-    )
+    return replace_if_broken(
+        NAME, sys.modules["etils.enp.array_spec"], "_is_jax_random_dtype", problem,
+        lambda original: _public_is_jax_random_dtype,
+        works="etils.enp.array_spec._is_jax_random_dtype works",
+        fixed="etils.enp.array_spec._is_jax_random_dtype was broken ({found}); now uses jax.dtypes.prng_key as"
+              " etils 1.15.0 does")
 
 
 FIX = Fix(NAME, watches=("etils.enp.array_spec", "jax"), apply=apply)

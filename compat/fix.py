@@ -4,7 +4,7 @@ installs them (compat/__init__.py), so that neither imports the other."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable
+from typing import Any, Callable
 
 STATES = ("applied", "not needed", "skipped", "failed", "pending")
 
@@ -42,3 +42,20 @@ class Fix:
     watches: tuple[str, ...]
     apply: Callable[[], FixReport]
     heavy: bool = False
+
+
+def replace_if_broken(name: str, owner: Any, attribute: str, problem: Callable[[Any], str | None],
+                      replacement: Callable[[Any], Any], works: str, fixed: str) -> FixReport:
+    """What every fix does once its modules are imported: `problem(owner.attribute)` says why
+    it is broken, or None. If broken, installs `replacement(original)`, asks `problem` again,
+    and puts the original back if the patch did not help. `fixed` may name `{found}`."""
+    original = getattr(owner, attribute)
+    found = problem(original)
+    if found is None:
+        return FixReport(name, "not needed", works)
+    setattr(owner, attribute, replacement(original))
+    left = problem(getattr(owner, attribute))
+    if left is not None:
+        setattr(owner, attribute, original)
+        return FixReport(name, "failed", f"broken ({found}) and the patch did not help: {left}")
+    return FixReport(name, "applied", fixed.format(found=found))

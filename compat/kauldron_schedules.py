@@ -27,7 +27,7 @@ import functools
 import sys
 from typing import Any, Callable
 
-from compat.fix import Fix, FixReport
+from compat.fix import Fix, FixReport, replace_if_broken
 
 NAME = "kauldron-schedules"
 
@@ -86,19 +86,12 @@ def _on_host(compute_schedule: Callable[[Any, int], Any]) -> Callable[[Any, int]
 
 def apply() -> FixReport:
     """Decides and patches; called once `kauldron.train.metric_writer` is imported."""
-    metric_writer = sys.modules["kauldron.train.metric_writer"]
-    found = problem(metric_writer._compute_schedule)
-    if found is None:
-        return FixReport(NAME, "not needed", "kauldron's metric writer hands schedules' values over as host values")
-    original = metric_writer._compute_schedule
-    metric_writer._compute_schedule = _on_host(original)
-    left = problem(metric_writer._compute_schedule)
-    if left is not None:
-        metric_writer._compute_schedule = original
-        return FixReport(NAME, "failed", f"broken ({found}) and the patch did not help: {left}")
-    return FixReport(NAME, "applied", "kauldron.train.metric_writer._compute_schedule returns a schedule's value"
-                                      " unconverted, and TensorBoard's writer converts it under train()'s transfer"
-                                      " guard: a race on a TPU or GPU; now numpy, as Kauldron's losses and metrics are")
+    return replace_if_broken(
+        NAME, sys.modules["kauldron.train.metric_writer"], "_compute_schedule", problem, _on_host,
+        works="kauldron's metric writer hands schedules' values over as host values",
+        fixed="kauldron.train.metric_writer._compute_schedule returns a schedule's value unconverted, and"
+              " TensorBoard's writer converts it under train()'s transfer guard: a race on a TPU or GPU; now numpy,"
+              " as Kauldron's losses and metrics are")
 
 
 FIX = Fix(NAME, watches=("kauldron.train.metric_writer",), apply=apply, heavy=True)
