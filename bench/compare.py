@@ -11,6 +11,8 @@ variants take turns round after round, so a noisy neighbour slows them all alike
     suite-warm  the same, with a cache filled by an earlier (uncounted) run
     suite-warm-j1  the same with --jobs 1: every section in one process, one after another
     suite-warm-j3  the same with --jobs 3: one worker more than this machine kind's 2 cores
+    suite-warm-nomemo  the same, each worker reading a program from the cache every time it
+                needs it (harness/program_memo.py off)
     guide-scope python tutorial.py 1 ... 9, warm: what the guide covers (10 on go beyond it)
     kontext     python tutorial.py kontext
     digits      python tutorial.py digits, warm: section 0, a real dataset end to end
@@ -154,6 +156,8 @@ def main() -> int:
             "suite-cold": lambda r: [python, tutorial, "--cache-dir", str(tmp / f"cold-cache-{r}")],
             "suite-warm": lambda r: [python, tutorial, "--cache-dir", own("suite-warm")],
             "suite-warm-j1": lambda r: [python, tutorial, "--jobs", "1", "--cache-dir", own("suite-warm-j1")],
+            "suite-warm-nomemo": lambda r: ["env", "KAULDRON_TUTORIAL_NO_PROGRAM_MEMO=1", python, tutorial,
+                                            "--cache-dir", own("suite-warm-nomemo")],
             "suite-warm-j3": lambda r: [python, tutorial, "--jobs", "3", "--cache-dir", own("suite-warm-j3")],
             "guide-scope": lambda r: [python, tutorial, *GUIDE_SECTIONS, "--cache-dir", own("guide-scope")],
             "kontext": lambda r: [python, tutorial, "kontext", "--cache-dir", own("kontext")],

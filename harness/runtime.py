@@ -131,6 +131,9 @@ def release_memory() -> None:
 
     if "jax" in sys.modules and _resident_bytes() > RELEASE_ABOVE_BYTES:
         sys.modules["jax"].clear_caches()
+        from harness import program_memo
+
+        program_memo.forget()
         gc.unfreeze()  # what the caches held may have been frozen by an earlier call
     gc.collect()
     gc.freeze()

@@ -19,7 +19,7 @@ import pathlib
 import signal
 from typing import Callable
 
-from harness import bounds, processes, registry, runtime, teaching, warm_start
+from harness import bounds, processes, program_memo, registry, runtime, teaching, warm_start
 from harness.results import SectionResult
 from harness import environment
 from runner import durations
@@ -203,6 +203,7 @@ def start_worker(no_compat: bool, cache: pathlib.Path | None, workdir: pathlib.P
         processes.jax_platforms_from_environment()  # the forkserver imported jax before
     warm_start.use(warm)
     runtime.prepare(cache, workdir)
+    program_memo.install()
     if not no_compat:
         import compat
 
