@@ -20,9 +20,9 @@ from compat.fix import Fix, FixReport  # noqa: F401 - part of this package's API
 
 
 def _known_fixes() -> list[Fix]:
-    from compat import etils_prng, kauldron_schedules
+    from compat import etils_prng, kauldron_schedules, konfig_imports
 
-    return [etils_prng.FIX, kauldron_schedules.FIX]
+    return [etils_prng.FIX, kauldron_schedules.FIX, konfig_imports.FIX]
 
 
 _reports: dict[str, FixReport] = {}

@@ -142,9 +142,18 @@ def config_is_a_call_tree(lesson: Lesson):
     Kauldron's own advice ([konfig principles, Colab](https://kauldron.readthedocs.io/en/latest/konfig_philosophy.html#colab)):
     never use `konfig.imports()` on Colab, where regular imports and stand-ins are easily
     mixed up; mock the modules locally with `konfig.mock_modules()`. These pages are
-    notebook programs and still use `konfig.imports()`, safely: at the top, with stand-ins
+    notebook programs and still use `konfig.imports()`: at the top, with stand-ins
     under names of their own (`optax_cfg`). The mix-up is a stand-in under a module's own
     name: `import optax` inside the block makes `optax` a stand-in for every later cell.
+    A second hazard is Kauldron's own (1.4.2 and 1.4.4): the block replaces the import
+    function of the whole process, every thread's, and puts back what it found at its
+    end. A Jupyter kernel imports on a thread of its own while a cell runs (ipykernel 7
+    handles messages there, and pyzmq imports on socket events): that thread gets a
+    stand-in, and can leave the replacement in place for good; the kernel then hangs, at
+    full CPU (seen once in the tests of these pages). The tutorial, and its kernels,
+    confine the block to its own thread (`compat/konfig_imports.py`; the header reports
+    it); in a notebook at the repository root, `import compat; compat.install_all()`
+    does the same, and `konfig.mock_modules()` avoids it.
 
     Inside `mock_modules()`'s `with` block, every name of the notebook (the caller's
     globals and locals) bound to a module is a stand-in, except the names `konfig` and
@@ -192,6 +201,7 @@ def config_is_a_call_tree(lesson: Lesson):
         lesson.check(all(isinstance(value, config_dict) for value in recorded),
                      "inside the block, np.zeros(2) and a function defined here calling np.ones(3) give ConfigDicts")
         lesson.check(elsewhere is True, "inside the block, a function imported from another file runs with its real np")
+        check_imports_of_other_threads(lesson)
         lesson.summary = (f"{cfg.__qualname__} recorded as data; a chain rebuilt from JSON; a reference written"
                           " as its value; mock_modules recorded optax.adam")
 
@@ -201,6 +211,38 @@ import types
 
 import jax.numpy as jnp
 import numpy as np
+
+
+def check_imports_of_other_threads(lesson: Lesson) -> None:
+    """What an import on another thread gets while Kauldron's own konfig.imports() block
+    runs (its import function, given one that records who calls it and imports for real)."""
+    import builtins
+    import contextlib
+    import inspect
+    import threading
+
+    from kauldron.konfig import fake_import_utils
+
+    kauldrons = contextlib.contextmanager(inspect.unwrap(fake_import_utils._fake_imports))  # under compat's fix
+    real, callers, inside = builtins.__import__, set(), threading.Event()
+
+    def recording(*args, **kwargs):
+        callers.add(threading.get_ident())
+        return real(*args, **kwargs)
+
+    def elsewhere():
+        if inside.wait(10):
+            __import__("json")  # as `import json` does
+
+    thread = threading.Thread(target=elsewhere)
+    thread.start()
+    with kauldrons(new_import=recording):
+        inside.set()
+        thread.join(10)
+    lesson.check(thread.ident in callers and builtins.__import__ is real,
+                 "while Kauldron's own konfig.imports() block runs on one thread, an import on another goes through"
+                 " the block's import function (the day Kauldron confines it to its thread, this fails)",
+                 internal="a private function of Kauldron, fake_import_utils._fake_imports")
 
 
 def updates_over_steps(transform: optax.GradientTransformation, steps: int = 3) -> list[np.ndarray]:

@@ -164,7 +164,7 @@ def test_json_schema(tutorial):
     assert {"versions", "compat", "interrupted", "sections", "totals"} <= set(r)
     assert {"python", "kauldron", "jax", "jaxlib", "flax", "optax", "etils", "numpy"} <= set(r["versions"])
     assert r["interrupted"] is False and r["jobs"] == 1
-    assert [fix["name"] for fix in r["compat"]] == ["etils-prng", "kauldron-schedules"]
+    assert [fix["name"] for fix in r["compat"]] == ["etils-prng", "kauldron-schedules", "konfig-imports"]
     assert all(set(fix) >= {"name", "applied", "state", "reason"} for fix in r["compat"])
     for s in r["sections"]:
         assert set(s) >= {"number", "slug", "title", "status", "seconds", "summary", "facts", "checks", "error",
@@ -194,6 +194,7 @@ def test_header_reports_versions_devices_and_each_compat_fix(tutorial):
     assert ("applied" in header) or ("not needed" in header)
     # A heavy fix: kontext never imports Kauldron's trainer, so it stays undecided (compat/fix.py).
     assert "compat kauldron-schedules: pending (waiting for kauldron.train.metric_writer to be imported)" in header
+    assert "compat konfig-imports: applied (" in header
 
 
 @pytest.mark.slow
@@ -201,10 +202,11 @@ def test_no_compat_is_reported(tutorial):
     run = tutorial("konfig", "--no-compat")
     assert run.results["compat"] == [
         {"name": name, "applied": False, "state": "skipped", "reason": "--no-compat"}
-        for name in ("etils-prng", "kauldron-schedules")
+        for name in ("etils-prng", "kauldron-schedules", "konfig-imports")
     ]
     assert "compat etils-prng: skipped (--no-compat)" in run.stdout
     assert "compat kauldron-schedules: skipped (--no-compat)" in run.stdout
+    assert "compat konfig-imports: skipped (--no-compat)" in run.stdout
 
 
 @pytest.mark.slow

@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 
 import jax
 import numpy as np
@@ -19,7 +20,7 @@ from etils import enp
 from etils.enp import array_spec
 from kauldron.train import auxiliaries
 
-from compat import etils_prng, kauldron_schedules
+from compat import etils_prng, kauldron_schedules, konfig_imports
 
 
 def etils_1_14_is_jax_random_dtype(dtype):
@@ -145,6 +146,85 @@ def test_a_schedule_patch_that_does_not_help_is_reported_failed_and_undone(compu
     report = kauldron_schedules.apply()
     assert report.state == "failed" and "unconverted" in report.reason
     assert metric_writer._compute_schedule is kauldron_1_4_compute_schedule
+
+
+# --- konfig.imports() fakes its own thread's imports only -------------------------------------
+
+@pytest.fixture
+def kauldrons_fake_imports(monkeypatch):
+    """Kauldron's own `_fake_imports` in place, and put back after the test."""
+    import builtins
+
+    from kauldron.konfig import fake_import_utils
+
+    kauldrons = fake_import_utils._fake_imports
+    assert kauldrons.__module__ == "kauldron.konfig.fake_import_utils"
+    monkeypatch.setattr(fake_import_utils, "_fake_imports", kauldrons)
+    yield kauldrons
+    assert builtins.__import__ is REAL_IMPORT
+
+
+REAL_IMPORT = __builtins__["__import__"] if isinstance(__builtins__, dict) else __builtins__.__import__
+
+
+def imported_in_a_thread(name: str):
+    """What `import name` gives on another thread, now (called inside a block: nothing here imports)."""
+    found = {}
+    thread = threading.Thread(target=lambda: found.update(module=__import__(name)))
+    thread.start()
+    thread.join(10)
+    return found["module"]
+
+
+def test_kauldrons_konfig_imports_fakes_other_threads_imports_and_the_fix_only_its_own(kauldrons_fake_imports):
+    from kauldron import konfig
+
+    assert "another thread" in konfig_imports.problem(kauldrons_fake_imports)
+    report = konfig_imports.apply()
+    assert report.state == "applied" and "every thread" in report.reason
+    with konfig.imports():
+        import json as json_cfg
+        import os as os_cfg  # after an import, the block's thread still imports stand-ins
+
+        elsewhere = imported_in_a_thread("json")
+        with konfig.imports():  # a block in a block: no endless recursion
+            import optax as optax_cfg
+        import sys as sys_cfg
+    stand_ins = [json_cfg, os_cfg, optax_cfg, sys_cfg]
+    assert [type(module).__name__ for module in stand_ins] == ["ConfigDictProxyObject"] * 4 and elsewhere is json
+    assert konfig.resolve(konfig.ConfigDict({"__qualname__": "json:dumps", "0": [1]})) == "[1]"
+
+
+def test_blocks_entered_beside_another_thread_s_imports_leave_every_import_real(kauldrons_fake_imports):
+    from kauldron import konfig
+
+    konfig_imports.apply()
+    stop, wrong = threading.Event(), []
+
+    def importing():
+        while not stop.is_set():
+            import json as imported
+
+            if imported is not json:
+                wrong.append(imported)
+
+    thread = threading.Thread(target=importing)
+    thread.start()
+    for _ in range(2000):  # with Kauldron's own, about 2 runs in 3 end with __import__ faked
+        with konfig.imports():
+            __import__("json")  # as `import json` does: a stand-in, in the block
+    stop.set()
+    thread.join(10)
+    assert not wrong  # and the fixture: __import__ is the real one
+
+
+def test_a_konfig_imports_patch_that_does_not_help_is_reported_failed_and_undone(kauldrons_fake_imports, monkeypatch):
+    from kauldron.konfig import fake_import_utils
+
+    monkeypatch.setattr(konfig_imports, "_this_thread_only", lambda kauldrons: kauldrons)
+    report = konfig_imports.apply()
+    assert report.state == "failed" and "another thread" in report.reason
+    assert fake_import_utils._fake_imports is kauldrons_fake_imports
 
 
 # --- python -m compat.run runs a module as python -m does -----------------------------------

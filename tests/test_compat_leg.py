@@ -23,10 +23,12 @@ pytestmark = [pytest.mark.slow,  # the suite with and without compat
 def test_versions_report_the_expected_compat_decision(tutorial):
     run = tutorial("--versions")
     assert run.returncode == 0, run.stderr
-    # Every Kauldron of every leg hands its writers schedules' values unconverted: the day
-    # one does not, this fails, and compat/kauldron_schedules.py can say which fixed it.
+    # Every Kauldron of every leg hands its writers schedules' values unconverted, and fakes
+    # every thread's imports in konfig.imports(): the day one does not, this fails, and
+    # compat/kauldron_schedules.py or compat/konfig_imports.py can say which fixed it.
     assert [(fix["name"], fix["state"]) for fix in run.results["compat"]] == [("etils-prng", EXPECTED),
-                                                                            ("kauldron-schedules", "applied")]
+                                                                            ("kauldron-schedules", "applied"),
+                                                                            ("konfig-imports", "applied")]
     assert f"compat etils-prng: {EXPECTED} (" in run.stdout
     for package in ("kauldron", "jax", "jaxlib", "flax", "optax", "orbax-checkpoint", "etils", "numpy",
                     "tensorflow"):
