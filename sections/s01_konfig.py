@@ -150,10 +150,11 @@ def config_is_a_call_tree(lesson: Lesson):
     end. A Jupyter kernel imports on a thread of its own while a cell runs (ipykernel 7
     handles messages there, and pyzmq imports on socket events): that thread gets a
     stand-in, and can leave the replacement in place for good; the kernel then hangs, at
-    full CPU (seen once in the tests of these pages). The tutorial, and its kernels,
-    confine the block to its own thread (`compat/konfig_imports.py`; the header reports
-    it); in a notebook at the repository root, `import compat; compat.install_all()`
-    does the same, and `konfig.mock_modules()` avoids it.
+    full CPU (seen once in the tests of these pages). `tutorial.py`, and the warm kernels
+    its tests run these pages in, confine the block to its own thread
+    (`compat/konfig_imports.py`; the header reports it). A kernel you start yourself does
+    not: in it, run `import compat; compat.install_all()` at the repository root first,
+    or use `konfig.mock_modules()`, which replaces no import function.
 
     Inside `mock_modules()`'s `with` block, every name of the notebook (the caller's
     globals and locals) bound to a module is a stand-in, except the names `konfig` and
