@@ -22,6 +22,7 @@ import re
 import site
 import sysconfig
 import tempfile
+import textwrap
 
 import jinja2
 import markdown
@@ -118,6 +119,41 @@ def without_machine_paths(text: str, workdir: str, stem: str) -> str:
     return text
 
 
+# What Kauldron prints in a notebook only (`epy.is_notebook()`), and the code after which a
+# page's note names it: training (kauldron/utils/status_utils.py's `log`), and reading a
+# PyGrain pipeline (kauldron/data/py/base.py's `_get_num_workers`), which a page whose code
+# builds one (kd.data.py, or a config whose data is one) may do. tests/test_sections.py
+# fails a page whose kernel printed a line its note does not name.
+NOTEBOOK_LINES = {
+    "`Starting training loop at step 0` when it trains": re.compile(r"\.train\("),
+    "`Disabling pygrain multi-processing` when it reads a PyGrain pipeline": re.compile(
+        r"\bdata\.py\.\w|from configs import (?:\w+, )*(?:digits|mixture|preemptible)\b"),  # kd or its stand-in
+}
+
+
+def program_note(source: lesson_format.Program, steps: list[dict]) -> str:
+    """The note at the top of a page: it is a program, and what a reader's run of it prints
+    beyond the page: a command's full output (a shell block shows an excerpt), Kauldron's
+    notebook-only lines (each named when the page's code trains or reads a PyGrain
+    pipeline), a figure."""
+    blocks = [block for step in steps for block in step["blocks"]]
+    code = "\n".join([source.setup, *(block["code"] for block in blocks if block["kind"] == "python")])
+    commands = any(block["kind"] == "shell" for block in blocks)
+    kauldron_lines = [line for line, used in NOTEBOOK_LINES.items() if used.search(code)]
+    note = ["This page is a program: its code, run in order in a fresh Python kernel at the root of the repository"
+            + (" (a shell block of one command as a `!` line, of several as a `%%bash` cell)" if commands else "")
+            + ", prints what the page shows. Only the workdir's path and the last digits of floats differ."]
+    if commands:
+        note.append("A shell block's output here is an excerpt: the command prints more, such as TensorFlow's"
+                    " start-up lines, log lines with absl's prefix (`I1206 12:00:00.123 ...`) and, in a"
+                    " notebook, tqdm progress bars.")
+    if kauldron_lines:
+        note.append(f"In a notebook, Kauldron also prints {', and '.join(kauldron_lines)}.")
+    if any(step["figure"] for step in steps):
+        note.append("The figure shows under its cell.")
+    return textwrap.fill(" ".join(note), width=88, break_on_hyphens=False)
+
+
 def page(section: dict, info: SectionInfo, report: dict) -> dict:
     """What a section's page shows: its program, step by step, with what each block
     printed and each step checked in this run."""
@@ -145,6 +181,7 @@ def page(section: dict, info: SectionInfo, report: dict) -> dict:
             "figure": f"{FIGURES}/{stem}.png" if section["plots"] and section.get("figure_step") == index else None,
         })
     return {**section, "steps_reached": len(ran), "intro": source.intro, "setup": source.setup,
+            "note": program_note(source, steps),
             "workdir_cell": source.workdir_cell(stem), "steps": steps, "helpers": source.helpers,
             "setup_files": [(file.path, file.text) for file in source.setup_files],
             "reference": info.reference, "shows": info.shows,

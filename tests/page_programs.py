@@ -131,7 +131,8 @@ def imports_jax(notebook) -> bool:
 
 def differences(page: str, notebook, own: pathlib.Path, stem: str) -> list[str]:
     """How a page and its program, run (`run_in_a_kernel`), differ: the code of the two,
-    a cell that raised, what a cell printed against what the page shows under it."""
+    a cell that raised, what a cell printed against what the page shows under it, a line
+    Kauldron prints only in a notebook that the note at the page's top does not name."""
     cells = page_cells(page)
     ran = [cell for cell in notebook.cells if cell.cell_type == "code"]
     if [cell.source for cell in cells] != [cell.source for cell in ran]:
@@ -142,6 +143,13 @@ def differences(page: str, notebook, own: pathlib.Path, stem: str) -> list[str]:
         problem = mismatch(cell, without_kernel_paths(printed_by(out), own / "tmp", stem))
         if problem:
             found.append(f"cell {number} ({cell.code.splitlines()[0][:60]}): {problem}")
+    # The note at the page's top names what else a run prints: Kauldron's lines, by their first words.
+    note = " ".join(page[:page.index("```")].split())
+    printed = {" ".join(match[1].split()[:3]) for out in ran for match in NOTEBOOK_ONLY.finditer(printed_by(out))}
+    for words in sorted(printed):
+        if words not in note:
+            found.append(f"the kernel printed Kauldron's {words!r}, which the note at the page's top does not name"
+                         " (presenting/site.py's NOTEBOOK_LINES decides)")
     return found
 
 

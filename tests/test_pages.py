@@ -76,6 +76,22 @@ def test_each_step_shows_its_prose_then_each_block_and_its_output_then_its_check
     assert "![Section 0: a title](figures/00-digits.png)" in page  # alt text: the figure's title
 
 
+def test_the_note_at_a_page_s_top_names_what_else_its_program_prints_and_only_that(pages):
+    """Section 0 runs commands, trains on a PyGrain pipeline and draws a figure; section 1
+    does none of these, and its note says only that the page is a program."""
+    def note(page: str) -> str:
+        return " ".join(page[page.index("*This page is a program"):page.index("```")].split())
+
+    digits, konfig = note(pages[page_name(FIRST)]), note(pages[page_name(SECOND)])
+    for told in ("(a shell block of one command as a `!` line", "A shell block's output here is an excerpt",
+                 "tqdm progress bars", "Kauldron also prints `Starting training loop at step 0` when it trains, and"
+                 " `Disabling pygrain multi-processing` when it reads a PyGrain pipeline", "The figure shows under its cell."):
+        assert told in digits and told not in konfig
+    assert konfig == ("*This page is a program: its code, run in order in a fresh Python kernel at the root of the"
+                      " repository, prints what the page shows. Only the workdir's path and the last digits of floats"
+                      " differ.*")
+
+
 def test_the_code_a_page_shows_is_its_program_and_never_the_harness(pages):
     for slug in (FIRST, SECOND, THIRD):
         shown = "\n".join(cell.code for cell in page_cells(pages[page_name(slug)]))
