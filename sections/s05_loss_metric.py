@@ -2,10 +2,11 @@
 
 A loss subclasses `kd.losses.Loss`, names its inputs with kontext keys and implements
 `get_values`; the base class does the rest: weighting, masking, and averaging into a state
-that merges. A metric's value is not a number but such a *state*. The two this lesson
-studies, `LogCosh` and `WithinTol`, live in `sections/parts/regression.py` (shown below),
-where the Trainer lessons use them; `MedianAbsError`, a metric that is not an average,
-comes first.
+that merges. A metric implements `get_state` instead, and returns such a *state*; calling
+the metric computes its number from the state. (A loss is itself a metric:
+`kd.losses.Loss` subclasses `kd.metrics.Metric`.) The two this lesson studies, `LogCosh`
+and `WithinTol`, live in `sections/parts/regression.py` (shown below), where the Trainer
+lessons use them; the last step writes a metric that is not an average.
 """
 
 import dataclasses
@@ -20,24 +21,6 @@ from harness import Lesson, section
 from sections.parts.regression import LogCosh, WithinTol
 
 
-@dataclasses.dataclass(eq=True, frozen=True, kw_only=True)
-class MedianAbsError(kd.metrics.Metric):
-    """The median of |preds - targets| over every batch seen: not an average, so no sum merges it."""
-
-    preds: kontext.Key = kontext.REQUIRED
-    targets: kontext.Key = kontext.REQUIRED
-
-    @flax.struct.dataclass
-    class State(kd.metrics.AutoState):
-        errors: jax.Array = kd.metrics.concat_field()  # merged by concatenating: every error is kept
-
-        def compute(self):
-            return np.median(self.finalize().errors)  # finalize() joins what the merges kept
-
-    def get_state(self, preds, targets):
-        return self.State(errors=jnp.abs(preds - targets).reshape(-1))
-
-
 @section(5, "loss-metric", "A custom loss and a custom metric, in the shape Kauldron expects", part="parts",
          shows="a kd.losses.Loss with weight and a mask from the context; metric states that merge: AverageState, AutoState",
          reference="https://kauldron.readthedocs.io/en/latest/metrics.html")
@@ -46,8 +29,8 @@ def loss_and_metric(lesson: Lesson):
     ## A loss implements `get_values`; the base class averages and weighs
 
     `LogCosh.get_values` returns one value per element. Called with arrays, the loss
-    averages them; `weight=0.5` halves the result. Kauldron's built-in `kd.losses.L2` has
-    the same shape. (LogCosh's values agree with numpy's to five digits on a CPU; on a TPU,
+    averages them; `weight=0.5` halves the result. Kauldron's built-in `kd.losses.L2` is
+    written the same way: keys for its inputs, and `get_values`. (LogCosh's values agree with numpy's to five digits on a CPU; on a TPU,
     whose float32 `log` and `cosh` are less exact, to four: the checks allow for it.)
     """)
     rng = np.random.default_rng(0)
@@ -68,6 +51,7 @@ def loss_and_metric(lesson: Lesson):
                            rel=1e-5)
         lesson.check(issubclass(kd.losses.L2, kd.losses.Loss) and "get_values" in vars(kd.losses.L2),
                      "kd.losses.L2 is a kd.losses.Loss that implements get_values")
+        lesson.check(issubclass(kd.losses.Loss, kd.metrics.Metric), "kd.losses.Loss subclasses kd.metrics.Metric")
         lesson.fact("losses", values)
 
     lesson.md("""
@@ -120,7 +104,7 @@ def loss_and_metric(lesson: Lesson):
         lesson.fact("masked_logcosh", float(masked(context=context)))
 
     lesson.md("""
-    ## A metric's value is a state that merges
+    ## A metric's state merges; its number is computed from it
 
     `WithinTol` counts the predictions within `tol` of their target. Its state is
     `kd.metrics.AverageState`, the state of Kauldron's averaging metrics
@@ -149,6 +133,10 @@ def loss_and_metric(lesson: Lesson):
         lesson.check_equal(float(merged.compute()), float(np.mean(np.abs(error) < 0.5)),
                            "the merged state's value = the pooled ratio over all 8 rows")
         lesson.check_equal(float(small.merge(big).compute()), float(merged.compute()), "merging in the other order")
+        called = metric(preds=preds, targets=targets)
+        lesson.check(not isinstance(called, kd.metrics.State)
+                     and float(called) == float(metric.get_state(preds=preds, targets=targets).compute()),
+                     "calling the metric returns the number its state computes, not the state")
         lesson.check(abs((float(big.compute()) + float(small.compute())) / 2 - float(merged.compute())) > 0.05,
                      "here, the mean of the two batches' rates is not the pooled ratio")
         lesson.skip_check("a training metric is not merged across steps: each logging step writes its own batch's",
@@ -209,10 +197,31 @@ def loss_and_metric(lesson: Lesson):
     medians of 6 and of 2. `kd.metrics.AutoState` builds a state from fields that each
     say how they merge: `kd.metrics` exports `sum_field`, `concat_field`,
     `truncate_field`, `state_field` and `static_field`; `min_field` and `max_field` are
-    in `kauldron.metrics.auto_state` only. `MedianAbsError` (above) keeps every error in
-    a `concat_field`, and takes the median of all of them when it is computed. The
-    price: its state grows with every batch.
+    in `kauldron.metrics.auto_state` only. `MedianAbsError` keeps every error in a
+    `concat_field`, and takes the median of all of them when it is computed. The price:
+    its state grows with every batch, and a merge copies its arrays to the host (numpy),
+    so it runs outside `jax.jit` (inside, Kauldron raises a `RuntimeError`). A metric's
+    `State` must be a `flax.struct.dataclass`: defining a metric whose `State` is any
+    other class raises a `TypeError`.
     """)
+
+    @dataclasses.dataclass(eq=True, frozen=True, kw_only=True)
+    class MedianAbsError(kd.metrics.Metric):
+        """The median of |preds - targets| over every batch seen: not an average, so no sum merges it."""
+
+        preds: kontext.Key = kontext.REQUIRED
+        targets: kontext.Key = kontext.REQUIRED
+
+        @flax.struct.dataclass
+        class State(kd.metrics.AutoState):
+            errors: jax.Array = kd.metrics.concat_field()  # merged by concatenating: every error is kept
+
+            def compute(self):
+                return np.median(self.finalize().errors)  # finalize() joins what the merges kept
+
+        def get_state(self, preds, targets):
+            return self.State(errors=jnp.abs(preds - targets).reshape(-1))
+
     median = MedianAbsError(preds="preds.y", targets="batch.y")
     big, small = median.get_state(preds=preds[:6], targets=targets[:6]), median.get_state(preds=preds[6:], targets=targets[6:])
     merged = big.merge(small)
@@ -236,6 +245,15 @@ def loss_and_metric(lesson: Lesson):
                            rel=1e-6)
         lesson.check(abs((float(big.compute()) + float(small.compute())) / 2 - float(merged.compute())) > 1e-3,
                      "here, the mean of the two batches' medians is not the median of all rows")
+        lesson.check(isinstance(big.errors, jax.Array) and type(merged.finalize().errors) is np.ndarray,
+                     "a batch's errors are a jax array; merged and finalized, a numpy array on the host")
+        lesson.check_raises(RuntimeError, lambda: jax.jit(lambda a, b: a.merge(b))(big, small),
+                            "merging MedianAbsError's states inside jax.jit")
+        averages = metric.get_state(preds=preds, targets=targets)
+        lesson.check_equal(float(jax.jit(lambda a, b: a.merge(b))(averages, averages).compute()),
+                           float(averages.compute()), "an AverageState (WithinTol's) merges inside jax.jit")
+        lesson.check_raises(TypeError, lambda: plain_state_metric(), "a Metric whose State is a plain dataclass,"
+                            " when its class is defined")
         lesson.fact("merged_median", float(merged.compute()))
         lesson.summary = (f"LogCosh {values['LogCosh']:.4f}, masked by the context's mask; WithinTol (AverageState) merged"
                           f" to the pooled ratio {float(metric.get_state(preds=preds, targets=targets).compute()):.4f},"
@@ -245,3 +263,18 @@ def loss_and_metric(lesson: Lesson):
 
 # How the lesson checks itself.
 from sections.parts import accelerator  # noqa: E402 - the checks' own, not the page's
+
+
+def plain_state_metric() -> type:
+    """Defines a metric whose `State` is a plain frozen dataclass, not a flax one."""
+
+    @dataclasses.dataclass(eq=True, frozen=True, kw_only=True)
+    class PlainState(kd.metrics.Metric):
+        @dataclasses.dataclass(frozen=True)
+        class State(kd.metrics.AverageState):
+            pass
+
+        def get_state(self):
+            return self.State.empty()
+
+    return PlainState
