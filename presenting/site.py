@@ -119,37 +119,48 @@ def without_machine_paths(text: str, workdir: str, stem: str) -> str:
     return text
 
 
-# What Kauldron prints in a notebook only (`epy.is_notebook()`), and the code after which a
-# page's note names it: training (kauldron/utils/status_utils.py's `log`), and reading a
-# PyGrain pipeline (kauldron/data/py/base.py's `_get_num_workers`), which a page whose code
-# builds one (kd.data.py, or a config whose data is one) may do. tests/test_sections.py
-# fails a page whose kernel printed a line its note does not name.
-NOTEBOOK_LINES = {
-    "`Starting training loop at step 0` when it trains": re.compile(r"\.train\("),
-    "`Disabling pygrain multi-processing` when it reads a PyGrain pipeline": re.compile(
-        r"\bdata\.py\.\w|from configs import (?:\w+, )*(?:digits|mixture|preemptible)\b"),  # kd or its stand-in
-}
+# What Kauldron shows in a notebook only (`epy.is_notebook()`; the PyGrain line in a test
+# too), and the code of a page after which its note names it: training
+# (kauldron/utils/status_utils.py's `log`; a tqdm bar, utils/utils.py's `enum_iter`), an
+# evaluation (a tqdm bar), iterating a PyGrain pipeline (kauldron/data/py/base.py's
+# `_get_num_workers`): a step that trains or iterates, and builds a pipeline with kd.data.py
+# (or its stand-in), or a page that imports a config whose data is one. tests/test_sections.py
+# fails a page whose kernel printed a line its note does not name, or named one it did not print.
+TRAINS = re.compile(r"\.train\(")
+EVALUATES = re.compile(r"\.evaluate\(")
+ITERATES = re.compile(r"\.train\(|\biter\(")
+PYGRAIN = re.compile(r"\bdata\.py\.\w")
+PYGRAIN_CONFIG = re.compile(r"from configs import (?:\w+, )*(?:digits|mixture|preemptible)\b")
 
 
-def program_note(source: lesson_format.Program, steps: list[dict]) -> str:
+def program_note(source: lesson_format.Program, figure: bool) -> str:
     """The note at the top of a page: it is a program, and what a reader's run of it prints
-    beyond the page: a command's full output (a shell block shows an excerpt), Kauldron's
-    notebook-only lines (each named when the page's code trains or reads a PyGrain
-    pipeline), a figure."""
-    blocks = [block for step in steps for block in step["blocks"]]
-    code = "\n".join([source.setup, *(block["code"] for block in blocks if block["kind"] == "python")])
-    commands = any(block["kind"] == "shell" for block in blocks)
-    kauldron_lines = [line for line, used in NOTEBOOK_LINES.items() if used.search(code)]
+    beyond the page: a command's full output (where a shell block shows an excerpt),
+    Kauldron's notebook-only lines and progress bars (where its code trains, evaluates or
+    iterates a PyGrain pipeline), a figure."""
+    blocks = [block for step in source.steps for block in step.blocks if block.shown]
+    code = "\n".join([source.setup, *(block.code for block in blocks if block.kind == "python")])
+    shell = [block for block in blocks if block.kind == "shell"]
+    excerpts = [block for block in shell if block.options.get("shows")]
     note = ["This page is a program: its code, run in order in a fresh Python kernel at the root of the repository"
-            + (" (a shell block of one command as a `!` line, of several as a `%%bash` cell)" if commands else "")
+            + (" (a shell block of one command as a `!` line, of several as a `%%bash` cell)" if shell else "")
             + ", prints what the page shows. Only the workdir's path and the last digits of floats differ."]
-    if commands:
-        note.append("A shell block's output here is an excerpt: the command prints more, such as TensorFlow's"
-                    " start-up lines, log lines with absl's prefix (`I1206 12:00:00.123 ...`) and, in a"
-                    " notebook, tqdm progress bars.")
-    if kauldron_lines:
-        note.append(f"In a notebook, Kauldron also prints {', and '.join(kauldron_lines)}.")
-    if any(step["figure"] for step in steps):
+    if excerpts:
+        note.append("A shell block's output here is an excerpt: its command prints more"
+                    + (", such as TensorFlow's start-up lines, log lines with absl's prefix (`I1206 12:00:00.123"
+                       " ...`) and, in a notebook, tqdm progress bars." if any("kauldron.main" in block.code
+                                                                             for block in excerpts) else "."))
+    steps = ["\n".join(block.code for block in step.blocks if block.shown and block.kind == "python")
+             for step in source.steps]
+    pygrain = any(ITERATES.search(step) and (PYGRAIN.search(step) or PYGRAIN_CONFIG.search(source.setup))
+                  for step in steps)
+    kauldron = [("prints `Starting training loop at step N` when it trains", TRAINS.search(code)),
+                ("draws tqdm progress bars when it trains or evaluates", TRAINS.search(code) or EVALUATES.search(code)),
+                ("prints `Disabling pygrain multi-processing` when it iterates a PyGrain pipeline", pygrain)]
+    said = [what for what, does in kauldron if does]
+    if said:
+        note.append(f"In a notebook, Kauldron also {', '.join(said[:-1]) + ', and ' if len(said) > 1 else ''}{said[-1]}.")
+    if figure:
         note.append("The figure shows under its cell.")
     return textwrap.fill(" ".join(note), width=88, break_on_hyphens=False)
 
@@ -181,7 +192,7 @@ def page(section: dict, info: SectionInfo, report: dict) -> dict:
             "figure": f"{FIGURES}/{stem}.png" if section["plots"] and section.get("figure_step") == index else None,
         })
     return {**section, "steps_reached": len(ran), "intro": source.intro, "setup": source.setup,
-            "note": program_note(source, steps),
+            "note": program_note(source, figure=any(step["figure"] for step in steps)),
             "workdir_cell": source.workdir_cell(stem), "steps": steps, "helpers": source.helpers,
             "setup_files": [(file.path, file.text) for file in source.setup_files],
             "reference": info.reference, "shows": info.shows,

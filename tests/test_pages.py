@@ -84,8 +84,9 @@ def test_the_note_at_a_page_s_top_names_what_else_its_program_prints_and_only_th
 
     digits, konfig = note(pages[page_name(FIRST)]), note(pages[page_name(SECOND)])
     for told in ("(a shell block of one command as a `!` line", "A shell block's output here is an excerpt",
-                 "tqdm progress bars", "Kauldron also prints `Starting training loop at step 0` when it trains, and"
-                 " `Disabling pygrain multi-processing` when it reads a PyGrain pipeline", "The figure shows under its cell."):
+                 "TensorFlow's start-up lines", "In a notebook, Kauldron also prints `Starting training loop at step N`"
+                 " when it trains, draws tqdm progress bars when it trains or evaluates, and prints `Disabling pygrain"
+                 " multi-processing` when it iterates a PyGrain pipeline.", "The figure shows under its cell."):
         assert told in digits and told not in konfig
     assert konfig == ("*This page is a program: its code, run in order in a fresh Python kernel at the root of the"
                       " repository, prints what the page shows. Only the workdir's path and the last digits of floats"
