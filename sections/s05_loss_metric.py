@@ -3,7 +3,7 @@
 A loss subclasses `kd.losses.Loss`, names its inputs with kontext keys and implements
 `get_values`; the base class does the rest: weighting, masking, and averaging into a state
 that merges. A metric implements `get_state` instead, and returns such a *state*; calling
-the metric computes its number from the state. (A loss is itself a metric:
+the metric computes its value from the state. (A loss is itself a metric:
 `kd.losses.Loss` subclasses `kd.metrics.Metric`.) The two this lesson studies, `LogCosh`
 and `WithinTol`, live in `sections/parts/regression.py` (shown below), where the Trainer
 lessons use them; the last step writes a metric that is not an average.
@@ -49,8 +49,9 @@ def loss_and_metric(lesson: Lesson):
         lesson.check_equal(values["LogCosh, weight=0.5"], values["LogCosh"] * 0.5, "LogCosh with weight=0.5")
         lesson.check_close(values["kd.losses.L2"], float(np.mean(error ** 2)), "kd.losses.L2 = the mean squared error",
                            rel=1e-5)
-        lesson.check(issubclass(kd.losses.L2, kd.losses.Loss) and "get_values" in vars(kd.losses.L2),
-                     "kd.losses.L2 is a kd.losses.Loss that implements get_values")
+        lesson.check(issubclass(kd.losses.L2, kd.losses.Loss) and "get_values" in vars(kd.losses.L2)
+                     and {"preds", "targets"} <= {field.name for field in dataclasses.fields(kd.losses.L2)},
+                     "kd.losses.L2 is a kd.losses.Loss with keys preds and targets that implements get_values")
         lesson.check(issubclass(kd.losses.Loss, kd.metrics.Metric), "kd.losses.Loss subclasses kd.metrics.Metric")
         lesson.fact("losses", values)
 
@@ -245,15 +246,20 @@ def loss_and_metric(lesson: Lesson):
                            rel=1e-6)
         lesson.check(abs((float(big.compute()) + float(small.compute())) / 2 - float(merged.compute())) > 1e-3,
                      "here, the mean of the two batches' medians is not the median of all rows")
-        lesson.check(isinstance(big.errors, jax.Array) and type(merged.finalize().errors) is np.ndarray,
-                     "a batch's errors are a jax array; merged and finalized, a numpy array on the host")
-        lesson.check_raises(RuntimeError, lambda: jax.jit(lambda a, b: a.merge(b))(big, small),
-                            "merging MedianAbsError's states inside jax.jit")
-        averages = metric.get_state(preds=preds, targets=targets)
-        lesson.check_equal(float(jax.jit(lambda a, b: a.merge(b))(averages, averages).compute()),
-                           float(averages.compute()), "an AverageState (WithinTol's) merges inside jax.jit")
-        lesson.check_raises(TypeError, lambda: plain_state_metric(), "a Metric whose State is a plain dataclass,"
-                            " when its class is defined")
+        lesson.check(isinstance(big.errors, jax.Array) and len(merged.errors) == 2
+                     and all(type(part) is np.ndarray for part in merged.errors),
+                     "a batch's errors are a jax array; the merged state keeps each batch's as a numpy array")
+        refused = lesson.check_raises(RuntimeError, lambda: jax.jit(lambda a, b: a.merge(b))(big, small),
+                                      "merging MedianAbsError's states inside jax.jit")
+        lesson.check("Tracer detected" in str(refused), "... with Kauldron's message: 'Tracer detected! ...'")
+        six, two = (metric.get_state(preds=preds[span], targets=targets[span]) for span in (slice(6), slice(6, 8)))
+        lesson.check_equal(float(jax.jit(lambda a, b: a.merge(b))(six, two).compute()),
+                           float(np.mean(np.abs(error) < 0.5)),
+                           "WithinTol's AverageStates of 6 and 2 rows, merged inside jax.jit: the pooled ratio")
+        undecorated = lesson.check_raises(TypeError, lambda: plain_state_metric(),
+                                          "a Metric whose State is a plain dataclass, when its class is defined")
+        lesson.check("must be defined with @flax.struct.dataclass" in str(undecorated),
+                     "... with Kauldron's message: '... must be defined with @flax.struct.dataclass decorator.'")
         lesson.fact("merged_median", float(merged.compute()))
         lesson.summary = (f"LogCosh {values['LogCosh']:.4f}, masked by the context's mask; WithinTol (AverageState) merged"
                           f" to the pooled ratio {float(metric.get_state(preds=preds, targets=targets).compute()):.4f},"
