@@ -119,10 +119,11 @@ def without_machine_paths(text: str, workdir: str, stem: str) -> str:
     return text
 
 
-# What Kauldron shows in a notebook only (`epy.is_notebook()`; the PyGrain line in a test
-# too), and the code of a page after which its note names it: training
-# (kauldron/utils/status_utils.py's `log`; a tqdm bar, utils/utils.py's `enum_iter`), an
-# evaluation (a tqdm bar), iterating a PyGrain pipeline (kauldron/data/py/base.py's
+# What Kauldron shows in a notebook beyond the page, and the code of a page after which its
+# note names it: two lines it prints only there (`epy.is_notebook()`; the PyGrain one in a
+# test too) and tqdm bars (elsewhere on stderr; there a widget). Training prints one
+# (kauldron/utils/status_utils.py's `log`) and draws a bar (utils/utils.py's `enum_iter`), an
+# evaluation draws a bar, iterating a PyGrain pipeline (kauldron/data/py/base.py's
 # `_get_num_workers`): a step that trains or iterates, and builds a pipeline with kd.data.py
 # (or its stand-in), or a page that imports a config whose data is one. tests/test_sections.py
 # fails a page whose kernel printed a line its note does not name, or named one it did not print.
@@ -148,7 +149,7 @@ def program_note(source: lesson_format.Program, figure: bool) -> str:
     if excerpts:
         note.append("A shell block's output here is an excerpt: its command prints more"
                     + (", such as TensorFlow's start-up lines, log lines with absl's prefix (`I1206 12:00:00.123"
-                       " ...`) and, in a notebook, tqdm progress bars." if any("kauldron.main" in block.code
+                       " ...`) and, in a notebook, tqdm progress bars." if any("-m kauldron.main" in block.code
                                                                              for block in excerpts) else "."))
     steps = ["\n".join(block.code for block in step.blocks if block.shown and block.kind == "python")
              for step in source.steps]

@@ -30,8 +30,9 @@ def loss_and_metric(lesson: Lesson):
 
     `LogCosh.get_values` returns one value per element. Called with arrays, the loss
     averages them; `weight=0.5` halves the result. Kauldron's built-in `kd.losses.L2` is
-    written the same way: keys for its inputs, and `get_values`. (LogCosh's values agree with numpy's to five digits on a CPU; on a TPU,
-    whose float32 `log` and `cosh` are less exact, to four: the checks allow for it.)
+    written the same way: keys for its inputs, and `get_values`. (LogCosh's values agree
+    with numpy's to five digits on a CPU; on a TPU, whose float32 `log` and `cosh` are less
+    exact, to four: the checks allow for it.)
     """)
     rng = np.random.default_rng(0)
     preds, targets = (jnp.asarray(rng.normal(size=(8, 4)), jnp.float32) for _ in range(2))
