@@ -18,7 +18,6 @@ import pytest
 from conftest import ROOT
 from etils import enp
 from etils.enp import array_spec
-from kauldron.train import auxiliaries
 
 from compat import etils_prng, kauldron_schedules, konfig_imports
 
@@ -110,8 +109,16 @@ def test_kauldrons_unconverted_schedule_values_are_converted_to_numpy(compute_sc
     assert kauldron_schedules.problem(metric_writer._compute_schedule) is None
 
 
+def kauldrons_convert_leaf(value):
+    """Kauldron's conversion of a metric's value, imported when called: collecting the
+    fast tier, on every worker, would otherwise import TensorFlow (7 s)."""
+    from kauldron.train import auxiliaries
+
+    return jax.tree.map(auxiliaries._convert_leaf, value)
+
+
 @pytest.mark.parametrize("convert", [np.asarray, jax.device_get, float, lambda value: value.item(),
-                                     lambda value: jax.tree.map(auxiliaries._convert_leaf, value)],
+                                     kauldrons_convert_leaf],
                          ids=["np.asarray", "jax.device_get", "float", "item", "Kauldron's _convert_leaf"])
 def test_a_compute_schedule_that_converts_is_left_alone(compute_schedule, convert):
     from kauldron.train import metric_writer
@@ -152,13 +159,18 @@ def test_a_schedule_patch_that_does_not_help_is_reported_failed_and_undone(compu
 
 @pytest.fixture
 def kauldrons_fake_imports(monkeypatch):
-    """Kauldron's own `_fake_imports` in place, and put back after the test."""
+    """Kauldron's own `_fake_imports` in place, and put back after the test. Rebuilt from its
+    generator: an earlier test of this process (one that ran `tutorial.main`) may have
+    applied the fix, whose wrapper keeps Kauldron's name and module."""
     import builtins
+    import contextlib
+    import inspect
 
     from kauldron.konfig import fake_import_utils
 
-    kauldrons = fake_import_utils._fake_imports
-    assert kauldrons.__module__ == "kauldron.konfig.fake_import_utils"
+    generator = inspect.unwrap(fake_import_utils._fake_imports)
+    assert inspect.isgeneratorfunction(generator) and generator.__module__ == "kauldron.konfig.fake_import_utils"
+    kauldrons = contextlib.contextmanager(generator)
     monkeypatch.setattr(fake_import_utils, "_fake_imports", kauldrons)
     yield kauldrons
     assert builtins.__import__ is REAL_IMPORT
