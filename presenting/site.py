@@ -140,7 +140,9 @@ def program_note(source: lesson_format.Program, figure: bool) -> str:
     Kauldron's notebook-only lines and progress bars (where its code trains, evaluates or
     iterates a PyGrain pipeline), a figure."""
     blocks = [block for step in source.steps for block in step.blocks if block.shown]
-    code = "\n".join([source.setup, *(block.code for block in blocks if block.kind == "python")])
+    steps = ["\n".join(block.code for block in step.blocks if block.shown and block.kind == "python")
+             for step in source.steps]
+    code = "\n".join([source.setup, *steps])
     shell = [block for block in blocks if block.kind == "shell"]
     excerpts = [block for block in shell if block.options.get("shows")]
     note = ["This page is a program: its code, run in order in a fresh Python kernel at the root of the repository"
@@ -151,8 +153,6 @@ def program_note(source: lesson_format.Program, figure: bool) -> str:
                     + (", such as TensorFlow's start-up lines, log lines with absl's prefix (`I1206 12:00:00.123"
                        " ...`) and, in a notebook, tqdm progress bars." if any("-m kauldron.main" in block.code
                                                                              for block in excerpts) else "."))
-    steps = ["\n".join(block.code for block in step.blocks if block.shown and block.kind == "python")
-             for step in source.steps]
     pygrain = any(ITERATES.search(step) and (PYGRAIN.search(step) or PYGRAIN_CONFIG.search(source.setup))
                   for step in steps)
     kauldron = [("prints `Starting training loop at step N` when it trains", TRAINS.search(code)),
@@ -160,7 +160,8 @@ def program_note(source: lesson_format.Program, figure: bool) -> str:
                 ("prints `Disabling pygrain multi-processing` when it iterates a PyGrain pipeline", pygrain)]
     said = [what for what, does in kauldron if does]
     if said:
-        note.append(f"In a notebook, Kauldron also {', '.join(said[:-1]) + ', and ' if len(said) > 1 else ''}{said[-1]}.")
+        listed = said[0] if len(said) == 1 else ", ".join(said[:-1]) + ", and " + said[-1]
+        note.append(f"In a notebook, Kauldron also {listed}.")
     if figure:
         note.append("The figure shows under its cell.")
     return textwrap.fill(" ".join(note), width=88, break_on_hyphens=False)

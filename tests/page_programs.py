@@ -131,8 +131,8 @@ def imports_jax(notebook) -> bool:
 
 def differences(page: str, notebook, own: pathlib.Path, stem: str) -> list[str]:
     """How a page and its program, run (`run_in_a_kernel`), differ: the code of the two,
-    a cell that raised, what a cell printed against what the page shows under it, a line
-    Kauldron prints only in a notebook that the note at the page's top does not name."""
+    a cell that raised, what a cell printed against what the page shows under it, and the
+    lines Kauldron prints only in a notebook against those the note at the page's top names."""
     cells = page_cells(page)
     ran = [cell for cell in notebook.cells if cell.cell_type == "code"]
     if [cell.source for cell in cells] != [cell.source for cell in ran]:
