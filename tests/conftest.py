@@ -5,6 +5,7 @@ import json
 import multiprocessing.process
 import os
 import pathlib
+import platform
 import re
 import signal
 import subprocess
@@ -45,6 +46,11 @@ def fast_tests_start_no_process(request, monkeypatch):
     process (subprocess, os.fork, multiprocessing) fails at once, saying it belongs to the
     slow tier."""
     if request.node.get_closest_marker("slow") is None:
+        # Python runs `uname -p` once a process, the first time something asks for the
+        # processor: h5py does as TensorFlow imports it, which a fast test importing
+        # kauldron.train makes happen here. Asked now, before the guard.
+        platform.processor()
+
         def refuse(*args, **kwargs):
             raise AssertionError(f"{request.node.name} starts a process: mark it @pytest.mark.slow")
 
