@@ -35,19 +35,25 @@ def evaluate_checkpoint_resume(lesson: Lesson, workdir):
     ## An evaluator and a checkpointer are config entries
 
     The regression experiment gets a `Checkpointer` that saves every 20 steps and an
-    `Evaluator` that evaluates every 20 steps on the 128 held-out rows, in batches of 48.
-    An evaluator given no losses or metrics reuses the training ones. `train()`
-    evaluates and saves *before* each update, so a run of 40 steps saves at 0, 20 and 40,
-    and its last checkpoint holds the state before the last update: the state `train()`
-    returns, at step 41, is saved nowhere. A Trainer built again from the config reads
-    the latest checkpoint back with `checkpointer.restore`, given a state of the same
-    structure, whose arrays it deletes by default to free their memory: give it a fresh
-    one.
+    `Evaluator` that evaluates every 20 steps on the 128 held-out rows, in batches of 48
+    (a second Evaluator, `eval_default`, differs only in what it does with the last,
+    smaller batch: it is for the next step). An evaluator given no losses or metrics
+    reuses the training ones. `num_train_steps=40` makes 41 updates, at steps 0 to 40
+    (section 6), and at each step, *before* that step's update, `train()` evaluates and
+    saves when they are due: it saves at 0, 20 and 40, and its last checkpoint holds the
+    state before the last update. The state `train()` returns, at step 41, is saved
+    nowhere. A Trainer built again from the config reads the latest checkpoint back with
+    `checkpointer.restore(fresh)`, `fresh` being a train state of the same structure; it
+    deletes that state's arrays by default to free their memory (`donate=False` keeps
+    them), so give it a fresh one. The Trainer that trained cannot do this: its
+    checkpointer set itself up for the first thing it saved, the train state with its
+    timer and data iterator, and refuses a lone train state with a `ValueError`.
     """)
     cfg = regression_config.get_config()
     cfg.workdir = str(workdir / "run")
     cfg.num_train_steps, cfg.log_metrics_every = 40, EVERY
     cfg.checkpointer = kd_cfg.ckpts.Checkpointer(save_interval_steps=EVERY)
+    # num_workers=0 reads in this process; in a script, the default starts 16 worker processes (section 12).
     rows = dict(data_source=regression_cfg.RegressionRows("eval"), batch_size=48, shuffle=False, num_epochs=1, num_workers=0)
     cfg.evals = {
         "eval": kd_cfg.evals.Evaluator(run=kd_cfg.evals.EveryNSteps(EVERY),
@@ -58,7 +64,8 @@ def evaluate_checkpoint_resume(lesson: Lesson, workdir):
     state, _ = first.train()
     print("checkpoints:", first.checkpointer.all_steps, " state.step:", int(state.step))
     fresh = first.init_state()
-    saved = konfig.resolve(cfg).checkpointer.restore(fresh)
+    again = konfig.resolve(cfg)
+    saved = again.checkpointer.restore(fresh)
     print("the latest checkpoint's state.step:", int(saved.step))
     with lesson.checks():
         lesson.check_equal(list(first.checkpointer.all_steps), [0, 20, 40], "the checkpoint steps of a 40-step run")
@@ -70,6 +77,15 @@ def evaluate_checkpoint_resume(lesson: Lesson, workdir):
         given = [leaf for leaf in jax.tree.leaves(fresh) if isinstance(leaf, jax.Array)]
         lesson.check(given and all(leaf.is_deleted() for leaf in given),
                      "checkpointer.restore(state) deleted the arrays of the state it was given")
+        refused = lesson.check_raises(ValueError, lambda: first.checkpointer.restore(first.init_state()),
+                                      "restoring a lone state with the checkpointer of the Trainer that trained")
+        lesson.check("`Composite`" in str(refused) and "multiple checkpointable objects" in str(refused),
+                     "its message asks for a Composite of the items it saved")
+        kept = first.init_state()
+        again.checkpointer.restore(kept, donate=False)
+        kept = [leaf for leaf in jax.tree.leaves(kept) if isinstance(leaf, jax.Array)]
+        lesson.check(kept and not any(leaf.is_deleted() for leaf in kept),
+                     "checkpointer.restore(state, donate=False) left the arrays of the state it was given")
         lesson.check(first.evals["eval"].losses == first.train_losses and first.evals["eval"].metrics == first.train_metrics,
                      "an Evaluator given no losses or metrics uses the training ones")
         lesson.check_equal(int(saved.step), 40, "the latest checkpoint's state.step: 40 updates, not 41")
@@ -115,9 +131,9 @@ def evaluate_checkpoint_resume(lesson: Lesson, workdir):
     first run never saved. By default a `Checkpointer` keeps the 3 latest checkpoints.
     Each Trainer that trains (each `train()` after a new `konfig.resolve`) writes its own
     event files, so the evaluation at step 40 is logged twice, the second time by the
-    resumed run. Only a run that starts at step 0 writes `config.json` and
-    `element_spec.json`: the resumed run leaves them, and `config.json` still says 40
-    steps.
+    resumed run (`read_scalars`, reading them back, keeps one value a step). Only a run that starts at step 0
+    writes `config.json` and `element_spec.json`: the resumed run leaves them, and
+    `config.json` still says 40 steps.
     """)
     cfg.num_train_steps = 60
     second = konfig.resolve(cfg)
@@ -159,14 +175,15 @@ def evaluate_checkpoint_resume(lesson: Lesson, workdir):
     Only if the data pipeline's position is checkpointed too. A checkpointable pipeline
     saves it with the training state: `kd.data.py` (PyGrain) pipelines do, and so do
     `kd.data.tf` pipelines with symbolic checkpointing, but `kd.data.tf` does not import
-    from PyPI (it needs the unpublished `grain.tensorflow`), so PyGrain is the one that
-    works here. `kd.data.InMemoryPipeline` does not save its position: a resumed run
-    starts its data over from the first batch, and ends somewhere else. For preemptible
-    jobs, use a PyGrain pipeline, as `configs/preemptible.py` (below) does. Its run here
-    plays a preemption: a run of 60 steps that saves every 40 keeps step 40's checkpoint
-    as its last, as a job stopped after saving step 40 would, and trains again from
-    there. These runs write no logs (`writer = None`): only their parameters are
-    compared.
+    from PyPI (it needs `grain.tensorflow`, which the grain installed from PyPI lacks), so
+    PyGrain is the one that works here. `kd.data.InMemoryPipeline` does not save its
+    position: a resumed run starts its data over from the first batch, and ends somewhere
+    else. For preemptible jobs, use a PyGrain pipeline, as `configs/preemptible.py`
+    (below) does.
+    Its run here plays a preemption: `train()` saves on its Checkpointer's schedule, not
+    when it ends, so a run of 60 steps that saves every 40 keeps step 40's checkpoint as
+    its last, as a job stopped after saving step 40 would, and trains again from there.
+    These runs write no logs (`writer = None`): only their parameters are compared.
     """)
     # InMemoryPipeline: the run resumed above, against a run of 60 steps never interrupted.
     in_memory = regression_config.get_config()
