@@ -33,10 +33,10 @@ def finetune_from_a_checkpoint(lesson: Lesson, workdir):
     lesson.md("""
     ## Pretrain, and keep the checkpoint
 
-    The regression experiment runs `num_train_steps=50`, 51 updates (steps 0 to 50), with
-    a `Checkpointer` that saves every 50 steps, step 0 included, each before that step's
-    update: the latest checkpoint holds the state after 50 updates, and the 51st is in
-    none. Its encoder, the Dense layer `enc`, is what the next model reuses. A
+    The regression experiment, cut here to `num_train_steps=50`, makes 51 updates (steps 0
+    to 50), with a `Checkpointer` that saves every 50 steps, step 0 included, each before
+    that step's update: the latest checkpoint holds the state after 50 updates, and the
+    51st is in none. Its encoder, the Dense layer `enc`, is what the next model reuses. A
     `kd.ckpts.Checkpointer` on that workdir reads its latest checkpoint back; given
     `kd.ckpts.items.StandardCheckpointItem()`, as nested dicts of arrays.
     """)
@@ -44,6 +44,7 @@ def finetune_from_a_checkpoint(lesson: Lesson, workdir):
     cfg.workdir, cfg.num_train_steps = str(workdir / "pretrain"), 50
     cfg.checkpointer = kd_cfg.ckpts.Checkpointer(save_interval_steps=50)
     last, _ = konfig.resolve(cfg).train()
+    # save_interval_steps has no default, though this Checkpointer only reads.
     checkpointer = kd.ckpts.Checkpointer(workdir=str(workdir / "pretrain"), save_interval_steps=1)
     pretrained = checkpointer.restore(kd.ckpts.items.StandardCheckpointItem())
     print("checkpoints:", checkpointer.all_steps, "restored step:", int(pretrained["step"]), "final step:", int(last.step))
@@ -117,13 +118,13 @@ def finetune_from_a_checkpoint(lesson: Lesson, workdir):
     lesson.md("""
     ## A restart resumes the fine-tune: the init transform is skipped
 
-    `train()` on a workdir that already holds a checkpoint is a restart: it restores the
-    latest one (parameters, optimizer state and step) and skips the init transform. So a
-    preempted fine-tune never reloads the pretrained weights over its progress, and no
-    longer needs them. This pipeline's position is not in the checkpoint (an
-    `InMemoryPipeline`'s never is; a `kd.data.py` pipeline's is: section 9): it starts
-    again from its first batch. To see it, the loader now points at a run with no
-    checkpoint: on the fine-tune's workdir, whose latest checkpoint is `ckpt_50`,
+    `train()` with a `Checkpointer`, on a workdir that already holds a checkpoint, is a
+    restart: it restores the latest one (parameters, optimizer state and step) and skips
+    the init transform. So a preempted fine-tune never reloads the pretrained weights
+    over its progress, and no longer needs them. This pipeline's position is not in the
+    checkpoint (an `InMemoryPipeline`'s never is; a `kd.data.py` pipeline's is: section
+    9): it starts again from its first batch. To see it, the loader now points at a run
+    with no checkpoint: on the fine-tune's workdir, whose latest checkpoint is `ckpt_50`,
     `num_train_steps=60` runs steps 50 to 60, 11 updates, to `state.step` 61; on a fresh
     workdir, the same config stops at the loader.
     """)
@@ -192,10 +193,11 @@ def finetune_from_a_checkpoint(lesson: Lesson, workdir):
 
     Kauldron's loader that renames, `kd.ckpts.PartialKauldronLoader(new_to_old=...)`,
     needs a part of orbax-checkpoint that PyPI's orbax does not ship
-    (`model_surgery.standard_checkpoint_handler`, google/orbax#2210). An init transform is
-    one method, `transform(state)`; `LoadRenamed` (below) reads the checkpoint's
-    parameters and loads only the names in `new_to_old`: `enc`, where the new model calls
-    it `encoder`. Every other layer, here the new `head`, keeps its initial values.
+    (`model_surgery.standard_checkpoint_handler`, google/orbax#2210). An init transform
+    must define one method, `transform(state)` (a second, `transform_after_optimizer`,
+    is optional); `LoadRenamed` (below) reads the checkpoint's parameters and loads only
+    the names in `new_to_old`: `enc`, where the new model calls it `encoder`. Every other
+    layer, here the new `head`, keeps its initial values.
     """)
     cfg = regression_config.get_config()
     cfg.workdir, cfg.num_train_steps = str(workdir / "renamed"), 50
@@ -212,6 +214,14 @@ def finetune_from_a_checkpoint(lesson: Lesson, workdir):
     except ModuleNotFoundError as error:
         print("PartialKauldronLoader:", type(error).__name__, error.name)
     with lesson.checks():
+        class OnlyTransform(kd.ckpts.InitTransform):
+            def transform(self, state):
+                return state
+
+        untouched = object()
+        lesson.check(sorted(kd.ckpts.InitTransform.__abstractmethods__) == ["transform"]
+                     and OnlyTransform().transform_after_optimizer(untouched) is untouched,
+                     "an InitTransform must define transform(); transform_after_optimizer() returns the state as given")
         lesson.check(same(renamed.params["encoder"], pretrained["params"]["enc"]), "the renamed encoder is the checkpoint's enc")
         initial = renaming.init_state(skip_transforms=True).params  # the same seed, no init transform
         lesson.check(same(renamed.params["head"], initial["head"]) and not same(renamed.params["encoder"], initial["encoder"]),

@@ -38,7 +38,8 @@ class MLPRenamed(nn.Module):
 class LoadRenamed(kd.ckpts.InitTransform):
     """Loads parameters from the latest checkpoint of `workdir` under new names:
     `new_to_old={"encoder": "enc"}` puts the checkpoint's `params["enc"]` into
-    `params["encoder"]`. Shapes must match; each array keeps the new state's sharding."""
+    `params["encoder"]`. Shapes must match, and this transform does not check them; each
+    array keeps the new state's sharding."""
 
     workdir: str
     new_to_old: dict[str, str]
