@@ -83,8 +83,8 @@ def evaluate_checkpoint_resume(lesson: Lesson, workdir):
                      "its message asks for a Composite of the items it saved")
         kept = first.init_state()
         again.checkpointer.restore(kept, donate=False)
-        kept = [leaf for leaf in jax.tree.leaves(kept) if isinstance(leaf, jax.Array)]
-        lesson.check(kept and not any(leaf.is_deleted() for leaf in kept),
+        kept_arrays = [leaf for leaf in jax.tree.leaves(kept) if isinstance(leaf, jax.Array)]
+        lesson.check(kept_arrays and not any(leaf.is_deleted() for leaf in kept_arrays),
                      "checkpointer.restore(state, donate=False) left the arrays of the state it was given")
         lesson.check(first.evals["eval"].losses == first.train_losses and first.evals["eval"].metrics == first.train_metrics,
                      "an Evaluator given no losses or metrics uses the training ones")
@@ -131,9 +131,9 @@ def evaluate_checkpoint_resume(lesson: Lesson, workdir):
     first run never saved. By default a `Checkpointer` keeps the 3 latest checkpoints.
     Each Trainer that trains (each `train()` after a new `konfig.resolve`) writes its own
     event files, so the evaluation at step 40 is logged twice, the second time by the
-    resumed run (`read_scalars`, reading them back, keeps one value a step). Only a run that starts at step 0
-    writes `config.json` and `element_spec.json`: the resumed run leaves them, and
-    `config.json` still says 40 steps.
+    resumed run (`read_scalars`, reading them back, keeps one value a step). Only a run
+    that starts at step 0 writes `config.json` and `element_spec.json`: the resumed run
+    leaves them, and `config.json` still says 40 steps.
     """)
     cfg.num_train_steps = 60
     second = konfig.resolve(cfg)
@@ -179,11 +179,11 @@ def evaluate_checkpoint_resume(lesson: Lesson, workdir):
     PyGrain is the one that works here. `kd.data.InMemoryPipeline` does not save its
     position: a resumed run starts its data over from the first batch, and ends somewhere
     else. For preemptible jobs, use a PyGrain pipeline, as `configs/preemptible.py`
-    (below) does.
-    Its run here plays a preemption: `train()` saves on its Checkpointer's schedule, not
-    when it ends, so a run of 60 steps that saves every 40 keeps step 40's checkpoint as
-    its last, as a job stopped after saving step 40 would, and trains again from there.
-    These runs write no logs (`writer = None`): only their parameters are compared.
+    (below) does. Its run here plays a preemption: `train()` saves on its Checkpointer's
+    schedule, not when it ends, so a run of 60 steps that saves every 40 keeps step 40's
+    checkpoint as its last, as a job stopped after saving step 40 would, and trains
+    again from there. These runs write no logs (`writer = None`): only their parameters
+    are compared.
     """)
     # InMemoryPipeline: the run resumed above, against a run of 60 steps never interrupted.
     in_memory = regression_config.get_config()
