@@ -17,11 +17,19 @@ def read_scalars(workdir, collection: str) -> dict[int, dict[str, float]]:
     logged twice (a resumed run), the later value (TensorBoard's own reader keeps both)."""
     scalars: dict[int, dict[str, float]] = {}
     for path in event_files(workdir, collection):
-        for event in EventFileLoader(str(path)).Load():
-            for value in event.summary.value:
-                array = tensor_util.make_ndarray(value.tensor) if value.HasField("tensor") else None
-                if array is not None and array.ndim == 0 and array.dtype.kind in "fiu":  # texts are strings
-                    scalars.setdefault(int(event.step), {})[value.tag] = float(array)
+        for step, row in scalars_in(path).items():
+            scalars.setdefault(step, {}).update(row)
+    return scalars
+
+
+def scalars_in(event_file) -> dict[int, dict[str, float]]:
+    """{step: {tag: value}} of the scalars in one event file: what one writer logged."""
+    scalars: dict[int, dict[str, float]] = {}
+    for event in EventFileLoader(str(event_file)).Load():
+        for value in event.summary.value:
+            array = tensor_util.make_ndarray(value.tensor) if value.HasField("tensor") else None
+            if array is not None and array.ndim == 0 and array.dtype.kind in "fiu":  # texts are strings
+                scalars.setdefault(int(event.step), {})[value.tag] = float(array)
     return scalars
 
 
