@@ -1,7 +1,7 @@
 """The trained model outside Kauldron: the exported forward pass.
 
 With an exporter in its config, `train()` serialises the model's forward pass with
-`jax.export` when a run starts at step 0. The file holds the computation, not the
+`jax.export` when it starts a run, not when it resumes one. The file holds the computation, not the
 weights: it takes the parameters, a `key` for the model's RNG streams and the inputs,
 with the batch size left free; the weights are in the checkpoints (a `kd.ckpts.Checkpointer`
 in the config writes them; the Trainer's default writes none). Whoever serves the
@@ -35,8 +35,8 @@ def serve_without_kauldron(lesson: Lesson, workdir):
 
     A Trainer's exporter is by default a `kd.export.NoopExporter`, which writes nothing.
     With `kd.export.JaxModelExporter()`, `train()` writes `train_model.jax_exported` to
-    the workdir when the run starts at step 0; a run resumed from a later checkpoint
-    writes none. The model here is the MLP with dropout of section 14.
+    the workdir when it starts a run; a `train()` that resumes one from a checkpoint
+    past step 0 writes none. The model here is the MLP with dropout of section 14.
     """)
     cfg = regression_config.get_config()
     cfg.workdir, cfg.num_train_steps = str(workdir / "run"), 20
@@ -67,8 +67,11 @@ def serve_without_kauldron(lesson: Lesson, workdir):
     `platforms`. It is exported with the state's sharding, for the run's device count, 1
     here: a run on 8 devices writes a file that runs only on 8. It computes in
     *training* mode: dropout is on, with `key` folded into the training RNG streams, so
-    two keys give two predictions, and the model records that it was training. Its
-    arguments are `params`, `key` and the model's inputs, and nothing else:
+    two keys give two predictions, and the model records that it was training. It
+    returns a dict: `preds`, the model's output, and `interms`, what the model
+    recorded, with every layer's output too (the exporter applies the model with
+    `capture_intermediates=True`). Its arguments are `params`, `key` and the model's
+    inputs, by their name in the model (`inputs`), and nothing else:
     `JaxModelExporter` applies the model to `{"params": params}` alone, so no other
     collection of the state goes in. `key` is a raw `uint32[2]` key, not a typed
     `jax.random.key`, hence `jax.random.key_data` below. A BatchNorm layer in this
@@ -93,6 +96,9 @@ def serve_without_kauldron(lesson: Lesson, workdir):
         lesson.check(not np.array_equal(outputs[0]["preds"]["y"], outputs[1]["preds"]["y"]),
                      "two keys, two predictions: dropout is on")
         lesson.check_equal(float(outputs[0]["interms"]["is_training"][0]), 1.0, "the model recorded is_training")
+        lesson.check(sorted(outputs[0]) == ["interms", "preds"]
+                     and {"enc", "out"} <= set(outputs[0]["interms"]) and "is_training" in outputs[0]["interms"],
+                     "the file returns preds and interms: what the model sowed, and its Dense layers' outputs (enc, out)")
         batchnorm = export_batchnorm_model(trainer, state, x, is_training=True)
         lesson.check(batchnorm["arguments"] == ["inputs", "key", "params"] and batchnorm["own rows"]
                      and not batchnorm["fresh"] and not batchnorm["state's"],
@@ -103,7 +109,11 @@ def serve_without_kauldron(lesson: Lesson, workdir):
     ## Export for serving: the same exporter, in eval mode
 
     `train()` always exports in training mode. For serving, call the exporter yourself
-    with `is_training=False`, under another name: dropout is then off and, for a model
+    with `is_training=False`, under another name: a copy of the Trainer's own exporter
+    (`dataclasses.replace`), whose workdir, among other settings, refers to the
+    Trainer's and was filled in when the Trainer was built; a
+    `kd.export.JaxModelExporter()` made alone refers to no Trainer, and refuses to
+    export. Dropout is then off and, for a model
     like this one that draws nothing in eval mode, the key no longer matters: the
     predictions are the model's own in eval mode. A model with BatchNorm cannot be
     served this way: its trained statistics are not among the arguments, so its
@@ -116,6 +126,12 @@ def serve_without_kauldron(lesson: Lesson, workdir):
     own = np.asarray(trainer.model.apply({"params": state.params}, x, is_training_property=False)["y"])
     print(np.abs(served_here[0] - served_here[1]).max(), np.abs(served_here[0] - own).max())
     with lesson.checks():
+        alone = lesson.check_raises(ValueError, lambda: kd.export.JaxModelExporter(name="alone").export(
+            model=trainer.model, state=state, element_spec=trainer.train_ds.element_spec, is_training=False),
+            "a kd.export.JaxModelExporter() made alone, asked to export")
+        lesson.check("unresolved `ROOT_CFG_REF`" in str(alone) and ".workdir" in str(alone)
+                     and serving.workdir == trainer.workdir,
+                     "what it lacks: its workdir, a reference to a Trainer's, which the copy has")
         lesson.check(np.array_equal(served_here[0], served_here[1]),
                      "in eval mode, for this model that draws nothing then, two keys give the same predictions")
         lesson.check(np.array_equal(served_here[0], own), "the eval-mode export = the model's own eval-mode predictions")
