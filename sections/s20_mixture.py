@@ -57,14 +57,18 @@ def mixture_and_augmentation(lesson: Lesson, workdir):
         lesson.check(len(nested) == 2 * 1916 and next(iter(nested))["image"].shape == (8, 8, 1),
                      "sources with batch_size=5 and num_epochs=3 under a Mix of num_epochs=2, unbatched: single"
                      " examples, 2 epochs of the mixture (2 x 1,916)")
-        lesson.check(not worker_processes_started(mixture_variant(batch_size=64, source_fields={"num_workers": 2})),
-                     "sources with num_workers=2 under a Mix of num_workers=0: no worker processes",
-                     internal="patches grain's IterDataset.mp_prefetch, which Kauldron calls for worker processes")
+        lesson.check(not worker_processes_started(mixture_variant(batch_size=64, source_fields={"num_workers": 2}))
+                     and worker_processes_started(mixture_variant(batch_size=64, num_workers=2)),
+                     "sources with num_workers=2 under a Mix of num_workers=0: no worker processes; a Mix of"
+                     " num_workers=2 asks for them",
+                     internal="patches grain's IterDataset.mp_prefetch, which Kauldron calls for worker processes, and"
+                              " sets aside Kauldron's guard that turns them off in a notebook")
         seeded = [next(iter(mixture_variant(batch_size=64, source_fields={"seed": seed}))) for seed in (5, 7)]
         lesson.check(all(np.array_equal(seeded[0][key], seeded[1][key]) for key in ("index", "shifted", "image")),
                      "shuffled sources with seed 5, then seed 7, under a Mix of seed 0: the same first batch")
-        lesson.check_raises(ValueError, lambda: next(iter(mixture_variant(batch_size=64, second_constants={}))),
-                            "a batch of a Mix whose second source yields no `shifted`")
+        missing = lesson.check_raises(ValueError, lambda: next(iter(mixture_variant(batch_size=64, second_constants={}))),
+                                      "a batch of a Mix whose second source yields no `shifted`")
+        lesson.check("the same structure" in str(missing), "why: the batch's examples differ in structure")
         promoted = next(iter(mixture_variant(batch_size=64, second_constants={"shifted": 1.0})))["shifted"]
         lesson.check_equal(promoted.dtype.name, "float64",
                            "the dtype of `shifted` in a batch of a Mix whose sources give it as int64 and float64")
@@ -128,9 +132,12 @@ def mixture_and_augmentation(lesson: Lesson, workdir):
         lesson.check(records(runs["seed 0 again"][1]) == records(seen[:1]),
                      "seed 0 again: the same 64 first digits (the first batch), in the same order")
         lesson.check(records(runs["seed 1"][1]) != records(seen[:1]), "seed 1: other first digits, or another order")
-        pinned = mixture_config.get_config()
-        pinned.workdir, pinned.train_ds.seed = str(workdir / "run"), 5
-        lesson.check_equal(konfig.resolve(pinned).train_ds.seed, 5, "a Mix seed set in the config, under a Trainer of seed 0")
+        pinned = [first_batch(cfg, trainer_seed, mix_seed=5) for trainer_seed in (0, 1)]
+        lesson.check(records(pinned[:1]) == records(pinned[1:]) != records(seen[:1]),
+                     "a Mix seed 5 set in the config, under Trainers of seeds 0 and 1: the same first batch, not seed 0's")
+        lesson.check(records([first_batch(cfg, 0, shuffle_mix=False)]) != records([first_batch(cfg, 1, shuffle_mix=False)]),
+                     "with only the sources shuffled, seeds 0 and 1: other first digits, or another order: the"
+                     " sources' shuffles derive from the seed too")
         alone = [konfig.resolve(mixture_config.get_config().train_ds) for _ in range(2)]
         lesson.check(not isinstance(alone[0].seed, int), "resolved without a Trainer or a seed, a pipeline has no seed yet")
         firsts = [records([next(iter(pipeline))]) for pipeline in alone]
@@ -158,8 +165,11 @@ def mixture_and_augmentation(lesson: Lesson, workdir):
     plain = next(iter(konfig.resolve(cfg).train_ds))
     augmented = seen[0]
     print("changed:", sum(not np.array_equal(a, b) for a, b in zip(augmented["image"], plain["image"])), "of 64")
-    print({name: all(np.array_equal(a["image"], b["image"]) for a, b in zip(batches, seen[:1]))
-           for name, (_, batches) in runs.items()})
+    print("seed 0 again, the same images:", all(np.array_equal(a, b) for a, b in zip(runs["seed 0 again"][1][0]["image"],
+                                                                                 augmented["image"])))
+    unshuffled = [first_batch(cfg, seed, shuffle_mix=False, shuffle_sources=False) for seed in (0, 1)]
+    print("nothing shuffled, seeds 0 and 1: the same records:", records(unshuffled[:1]) == records(unshuffled[1:]),
+          " images alike:", sum(np.array_equal(a, b) for a, b in zip(unshuffled[0]["image"], unshuffled[1]["image"])), "of 64")
     fig, axes = plt.subplots(2, 12, figsize=(11, 3.2), layout="constrained")
     for row, batch in zip(axes, (plain, augmented)):
         for ax, image, label, shifted in zip(row, batch["image"], batch["label"], batch["shifted"]):
@@ -193,7 +203,6 @@ def mixture_and_augmentation(lesson: Lesson, workdir):
                      "the augmentation changed every image of the first batch")
         lesson.check(all(np.array_equal(a["image"], b["image"]) for a, b in zip(runs["seed 0 again"][1], seen[:1])),
                      "seed 0 again: the 64 first images, bit for bit")
-        unshuffled = [first_unshuffled_batch(cfg, seed) for seed in (0, 1)]
         lesson.check(records([unshuffled[0]]) == records([unshuffled[1]])
                      and all(not np.array_equal(a, b) for a, b in zip(unshuffled[0]["image"], unshuffled[1]["image"])),
                      "with nothing shuffled, seeds 0 and 1: the same records in the first batch, each image rotated"
@@ -202,11 +211,14 @@ def mixture_and_augmentation(lesson: Lesson, workdir):
     lesson.md("""
     ## Epochs: the same digit, rotated anew
 
-    grain's `MapDataset.repeat` reseeds the random transforms before it for each epoch
-    (`reseed_each_epoch=True`, its default), and Kauldron's pipelines repeat with the
-    default. So a digit is rotated one way in epoch 1 and another in epoch 2, and the
-    epoch is shuffled anew. Measured on the two epochs iterated above: each real
-    digit's image in epoch 1 against its image in epoch 2.
+    grain's `MapDataset.repeat`, with `reseed_each_epoch=True` (its default, and
+    Kauldron's pipelines repeat with the default), hands the transforms before it each
+    example's position counted over every epoch, not within one, and a random transform
+    draws from the position (the last step says more). So a digit is rotated one way in
+    epoch 1 and another in epoch 2, and the epoch is shuffled anew. Measured on the two
+    epochs iterated above: each real digit's image in epoch 1 against its image in
+    epoch 2. There every digit also moved; with nothing shuffled, a real digit keeps its
+    place in the epoch, and is rotated another way all the same.
     """)
     def real_digits(epoch):  # record index -> its augmented image, for the real digits of one epoch
         rows = slice(epoch * EPOCH, (epoch + 1) * EPOCH)
@@ -218,23 +230,35 @@ def mixture_and_augmentation(lesson: Lesson, workdir):
     with lesson.checks():
         import grain.python as grain
 
-        draws = list(grain.MapDataset.range(4).seed(0).random_map(lambda x, rng: int(rng.integers(2**30))).repeat(2))
-        grain_reseeds = draws[:4] != draws[4:]
-        lesson.check(grain_reseeds, "the installed grain's random_map draws anew in each epoch of MapDataset.repeat")
-        differ = sum(not np.array_equal(first[i], second[i]) for i in first)
-        lesson.check_equal(differ, len(first) if grain_reseeds else 0,
-                           "the real digits this pipeline augments differently in epoch 2, as grain's repeat does")
+        def epochs_of_draws(**repeat):  # 4 examples, each a draw, over 2 epochs
+            return list(grain.MapDataset.range(4).seed(0).random_map(lambda x, rng: int(rng.integers(2**30)))
+                        .repeat(2, **repeat))
+
+        draws, kept = epochs_of_draws(), epochs_of_draws(reseed_each_epoch=False)
+        lesson.check(draws[:4] != draws[4:] and kept[:4] == kept[4:],
+                     "grain's random_map draws anew in each epoch of MapDataset.repeat; with reseed_each_epoch=False,"
+                     " the same")
+        lesson.check_equal(sum(not np.array_equal(first[i], second[i]) for i in first), len(first),
+                           "the real digits this pipeline augments differently in epoch 2")
         lesson.check(list(first) != list(second), "epoch 2 holds the real digits in another order")
+        places = still_mixture(cfg)
+        real = [k for k in range(64) if not places[k]["shifted"]]
+        lesson.check(len(real) == 48 and all(int(places[k]["index"]) == int(places[EPOCH + k]["index"])
+                                             and not np.array_equal(places[k]["image"], places[EPOCH + k]["image"])
+                                             for k in real),
+                     "with nothing shuffled, the 48 real digits among the first 64 places: each at the same place in"
+                     " epoch 2, rotated another way")
 
     lesson.md("""
     ## Going further: grain underneath, an interleave and draws by position
 
     `kd.data.py.Mix` is built on grain's `MapDataset.mix`, which draws no source at
-    random either: it interleaves the sources in the weights' exact proportion, three
+    random either: it interleaves the sources in the weights' proportion, here three
     of the first and one of the second in every four, and `Mix` shuffles the result. A
-    random transform after it draws each example's generator from the pipeline's seed
-    and the example's position, not from the example: the same seed gives a position
-    the same draw, whatever record the shuffle put there.
+    random transform after it draws each example's generator from the pipeline's seed,
+    the pipeline's structure up to it, and the example's position, not from the
+    example: the same seed gives a position the same draw, whatever record the shuffle
+    put there, and a transform added before it changes every draw.
     """)
     import grain.python as grain
 
@@ -261,6 +285,10 @@ def mixture_and_augmentation(lesson: Lesson, workdir):
                      " each position of the first batch, the same draws")
         lesson.check(all(a != b for a, b in zip(draws, first_draws("train", seed=1)[1])),
                      "the same Mix with seed 1: another draw at each position of the first batch")
+        more_records, more_draws = first_draws("train", one_more_transform=True)
+        lesson.check(np.array_equal(records, more_records) and all(a != b for a, b in zip(draws, more_draws)),
+                     "the same Mix and seed with one more transform before the draw: the same records, another draw"
+                     " at each position of the first batch")
         lesson.summary = (f"Mix 3:1: exactly 479 of {EPOCH} shifted per epoch, shuffled; a rotation reproduced by"
                           " the Trainer's seed, anew in each epoch")
 
@@ -297,12 +325,18 @@ def unshuffled_mix(first, second) -> list[int]:
 
 def worker_processes_started(pipeline) -> bool:
     """Whether reading a pipeline's first batch asks grain for worker processes
-    (`IterDataset.mp_prefetch`, refused here so that none starts)."""
+    (`IterDataset.mp_prefetch`, refused here so that none starts), with the pipeline's own
+    `num_workers`."""
     from unittest import mock
 
     import grain.python as grain
 
-    with mock.patch.object(grain.IterDataset, "mp_prefetch", side_effect=RuntimeError("worker processes")) as asked:
+    from kauldron.data.py import base
+
+    # In a notebook Kauldron asks for none whatever the settings; set aside, so that the
+    # check tells one setting from another there too.
+    with (mock.patch.object(grain.IterDataset, "mp_prefetch", side_effect=RuntimeError("worker processes")) as asked,
+          mock.patch.object(base, "_get_num_workers", side_effect=lambda num_workers: num_workers)):
         try:
             next(iter(pipeline))
         except RuntimeError:
@@ -310,10 +344,11 @@ def worker_processes_started(pipeline) -> bool:
     return asked.called
 
 
-def first_draws(split: str, seed: int = 0):
+def first_draws(split: str, seed: int = 0, one_more_transform: bool = False):
     """The record indices and the draws of a probe transform in the first batch of a Mix
     of two sources of `split` ("train", or "reversed": the same digits in reverse order),
-    with `seed`: pipelines of the same structure."""
+    with `seed`: pipelines of the same structure, unless `one_more_transform` adds one
+    (that changes nothing of the examples) before the probe."""
     import dataclasses
 
     from sections.parts.mixture import Digits
@@ -331,8 +366,9 @@ def first_draws(split: str, seed: int = 0):
     data = Reversed(split="train") if split == "reversed" else Digits(split="train")
     sources = [kd.data.py.DataSource(data_source=data, shuffle=True, transforms=[kd.data.py.AddConstants(
         values={"draw": 0.0})]) for _ in range(2)]
+    before = [kd.data.py.AddConstants(values={"unused": 0})] if one_more_transform else []
     batch = next(iter(kd.data.py.Mix(datasets=sources, weights=[0.75, 0.25], seed=seed, batch_size=64, num_workers=0,
-                                     transforms=[Draw(key="draw")])))
+                                     transforms=[*before, Draw(key="draw")])))
     return batch["index"], batch["draw"]
 
 
@@ -357,11 +393,24 @@ def max_difference_from_records(batch) -> float:
     return worst
 
 
-def first_unshuffled_batch(cfg, seed: int):
-    """The first batch of the lesson's mixture, augmented, under a Trainer of `seed`, with
-    neither the Mix nor its sources shuffled: the same records in the same places."""
-    unshuffled = mixture_config.get_config()
-    unshuffled.workdir, unshuffled.seed, unshuffled.train_ds.shuffle = cfg.workdir, seed, False
-    for source in unshuffled.train_ds.datasets:
+def still_mixture(cfg):
+    """The lesson's mixture, augmented, seed 0, with neither the Mix nor its sources
+    shuffled, unbatched, over 2 epochs: its examples by place, `[k]`."""
+    pipeline = mixture_config.get_config().train_ds
+    pipeline.seed, pipeline.shuffle, pipeline.batch_size, pipeline.num_epochs = 0, False, None, 2
+    for source in pipeline.datasets:
         source.shuffle = False
-    return next(iter(konfig.resolve(unshuffled).train_ds))
+    return konfig.resolve(pipeline)
+
+
+def first_batch(cfg, seed: int, *, mix_seed: int | None = None, shuffle_mix: bool = True, shuffle_sources: bool = True):
+    """The first batch of the lesson's mixture, augmented, under a Trainer of `seed` (in
+    `cfg`'s workdir), with a seed set on the Mix or none, and the Mix or its sources
+    shuffled or not (unshuffled, each seed puts the same records in the same places)."""
+    variant = mixture_config.get_config()
+    variant.workdir, variant.seed, variant.train_ds.shuffle = cfg.workdir, seed, shuffle_mix
+    if mix_seed is not None:
+        variant.train_ds.seed = mix_seed
+    for source in variant.train_ds.datasets:
+        source.shuffle = shuffle_sources
+    return next(iter(konfig.resolve(variant).train_ds))
