@@ -1,7 +1,8 @@
 """The trained model outside Kauldron: the exported forward pass.
 
 With an exporter in its config, `train()` serialises the model's forward pass with
-`jax.export` when it starts a run, not when it resumes one. The file holds the computation, not the
+`jax.export` when it starts a run, not when it resumes one from a checkpoint past step
+0. The file holds the computation, not the
 weights: it takes the parameters, a `key` for the model's RNG streams and the inputs,
 with the batch size left free; the weights are in the checkpoints (a `kd.ckpts.Checkpointer`
 in the config writes them; the Trainer's default writes none). Whoever serves the
@@ -68,9 +69,9 @@ def serve_without_kauldron(lesson: Lesson, workdir):
     here: a run on 8 devices writes a file that runs only on 8. It computes in
     *training* mode: dropout is on, with `key` folded into the training RNG streams, so
     two keys give two predictions, and the model records that it was training. It
-    returns a dict: `preds`, the model's output, and `interms`, what the model
-    recorded, with every layer's output too (the exporter applies the model with
-    `capture_intermediates=True`). Its arguments are `params`, `key` and the model's
+    returns a dict: `preds`, the model's output, and `interms`, its `intermediates`
+    collection: what the model sowed there, and every layer's output (the exporter
+    applies the model with `capture_intermediates=True`). Its arguments are `params`, `key` and the model's
     inputs, by their name in the model (`inputs`), and nothing else:
     `JaxModelExporter` applies the model to `{"params": params}` alone, so no other
     collection of the state goes in. `key` is a raw `uint32[2]` key, not a typed
@@ -131,7 +132,7 @@ def serve_without_kauldron(lesson: Lesson, workdir):
             "a kd.export.JaxModelExporter() made alone, asked to export")
         lesson.check("unresolved `ROOT_CFG_REF`" in str(alone) and ".workdir" in str(alone)
                      and serving.workdir == trainer.workdir,
-                     "what it lacks: its workdir, a reference to a Trainer's, which the copy has")
+                     "the first setting it lacks, its workdir, refers to a Trainer's, and the copy has the Trainer's")
         lesson.check(np.array_equal(served_here[0], served_here[1]),
                      "in eval mode, for this model that draws nothing then, two keys give the same predictions")
         lesson.check(np.array_equal(served_here[0], own), "the eval-mode export = the model's own eval-mode predictions")

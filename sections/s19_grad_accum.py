@@ -175,13 +175,13 @@ def gradient_accumulation(lesson: Lesson, workdir):
     `cfg.schedules` to log them. What the inner optimizer counts, a schedule inside
     `MultiSteps` included, counts updates: its second update used `lr` at 1, 5e-3. So,
     for `U` updates of `k` batches: set `num_train_steps = k * U` (its last batch only
-    accumulates, and the last checkpoint, taken before it, holds the `U` updates: the
-    last step below); give the lengths of
-    the optimizer's schedules in updates, `cfg.ref.num_train_steps // k`, not in steps
-    as section 2 does; and read `schedules/lr` with care: logged at step 4, it is `lr`
-    at 4 (0.0), the rate of a fifth update this run never makes. A copy with its
-    lengths in batches, `lr_per_batch`, logs at the first batch of each update (steps
-    0 and 4) the rate that update uses.
+    accumulates, and with a save interval that divides `k * U`, the last checkpoint,
+    taken before that batch, holds the `U` updates, as `ckpt_8` does below); give the
+    lengths of the optimizer's schedules in updates, `cfg.ref.num_train_steps // k`, not
+    in steps as section 2 does; and read `schedules/lr` with care: logged at step 4, it
+    is `lr` at 4 (0.0), the rate of a fifth update this run never makes. A copy with its
+    lengths in batches, `lr_per_batch`, logs at the first batch of each update (steps 0
+    and 4) the rate that update uses.
     """)
     logged = read_scalars(workdir / "run", "train")
     print("step  schedules/lr  schedules/lr_per_batch")

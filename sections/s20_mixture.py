@@ -62,13 +62,15 @@ def mixture_and_augmentation(lesson: Lesson, workdir):
                      "sources with num_workers=2 under a Mix of num_workers=0: no worker processes; a Mix of"
                      " num_workers=2 asks for them",
                      internal="patches grain's IterDataset.mp_prefetch, which Kauldron calls for worker processes, and"
-                              " sets aside Kauldron's guard that turns them off in a notebook")
+                              " sets aside Kauldron's guard that turns them off in a notebook or a test")
         seeded = [next(iter(mixture_variant(batch_size=64, source_fields={"seed": seed}))) for seed in (5, 7)]
         lesson.check(all(np.array_equal(seeded[0][key], seeded[1][key]) for key in ("index", "shifted", "image")),
                      "shuffled sources with seed 5, then seed 7, under a Mix of seed 0: the same first batch")
         missing = lesson.check_raises(ValueError, lambda: next(iter(mixture_variant(batch_size=64, second_constants={}))),
                                       "a batch of a Mix whose second source yields no `shifted`")
-        lesson.check("the same structure" in str(missing), "why: the batch's examples differ in structure")
+        lesson.check("the same structure" in str(missing) and "shifted" in next(iter(mixture_variant(batch_size=64))),
+                     "grain's reason: examples not of 'the same structure'; the same Mix with `shifted` in both"
+                     " sources batches")
         promoted = next(iter(mixture_variant(batch_size=64, second_constants={"shifted": 1.0})))["shifted"]
         lesson.check_equal(promoted.dtype.name, "float64",
                            "the dtype of `shifted` in a batch of a Mix whose sources give it as int64 and float64")
@@ -167,7 +169,14 @@ def mixture_and_augmentation(lesson: Lesson, workdir):
     print("changed:", sum(not np.array_equal(a, b) for a, b in zip(augmented["image"], plain["image"])), "of 64")
     print("seed 0 again, the same images:", all(np.array_equal(a, b) for a, b in zip(runs["seed 0 again"][1][0]["image"],
                                                                                  augmented["image"])))
-    unshuffled = [first_batch(cfg, seed, shuffle_mix=False, shuffle_sources=False) for seed in (0, 1)]
+    def unshuffled_first_batch(seed):  # nothing shuffled: every seed puts the same records in the same places
+        variant = mixture_config.get_config()
+        variant.workdir, variant.seed, variant.train_ds.shuffle = cfg.workdir, seed, False
+        for source in variant.train_ds.datasets:
+            source.shuffle = False
+        return next(iter(konfig.resolve(variant).train_ds))
+
+    unshuffled = [unshuffled_first_batch(seed) for seed in (0, 1)]
     print("nothing shuffled, seeds 0 and 1: the same records:", records(unshuffled[:1]) == records(unshuffled[1:]),
           " images alike:", sum(np.array_equal(a, b) for a, b in zip(unshuffled[0]["image"], unshuffled[1]["image"])), "of 64")
     fig, axes = plt.subplots(2, 12, figsize=(11, 3.2), layout="constrained")
@@ -278,15 +287,15 @@ def mixture_and_augmentation(lesson: Lesson, workdir):
                                                 weights=[0.75, 0.25]))
         lesson.check(all(sum(value >= 1000 for value in interleaved[k:k + 4]) == 1 for k in range(0, 400, 4)),
                      "grain's MapDataset.mix with weights 0.75 and 0.25: one of the second source in every four, in order")
-        (records, draws), (other_records, other_draws) = (first_draws(source) for source in ("train", "reversed"))
-        lesson.check(np.array_equal(draws, other_draws) and bool(np.all(records != other_records))
+        (indices, draws), (other_indices, other_draws) = (first_draws(source) for source in ("train", "reversed"))
+        lesson.check(np.array_equal(draws, other_draws) and bool(np.all(indices != other_indices))
                      and len(set(draws.tolist())) > 1,
                      "two Mixes of one structure and seed, over the digits and over them reversed: other records at"
                      " each position of the first batch, the same draws")
         lesson.check(all(a != b for a, b in zip(draws, first_draws("train", seed=1)[1])),
                      "the same Mix with seed 1: another draw at each position of the first batch")
-        more_records, more_draws = first_draws("train", one_more_transform=True)
-        lesson.check(np.array_equal(records, more_records) and all(a != b for a, b in zip(draws, more_draws)),
+        more_indices, more_draws = first_draws("train", one_more_transform=True)
+        lesson.check(np.array_equal(indices, more_indices) and all(a != b for a, b in zip(draws, more_draws)),
                      "the same Mix and seed with one more transform before the draw: the same records, another draw"
                      " at each position of the first batch")
         lesson.summary = (f"Mix 3:1: exactly 479 of {EPOCH} shifted per epoch, shuffled; a rotation reproduced by"
@@ -333,8 +342,8 @@ def worker_processes_started(pipeline) -> bool:
 
     from kauldron.data.py import base
 
-    # In a notebook Kauldron asks for none whatever the settings; set aside, so that the
-    # check tells one setting from another there too.
+    # In a notebook or a test Kauldron asks for none whatever the settings; set aside, so
+    # that the check tells one setting from another there too.
     with (mock.patch.object(grain.IterDataset, "mp_prefetch", side_effect=RuntimeError("worker processes")) as asked,
           mock.patch.object(base, "_get_num_workers", side_effect=lambda num_workers: num_workers)):
         try:
@@ -403,14 +412,11 @@ def still_mixture(cfg):
     return konfig.resolve(pipeline)
 
 
-def first_batch(cfg, seed: int, *, mix_seed: int | None = None, shuffle_mix: bool = True, shuffle_sources: bool = True):
+def first_batch(cfg, seed: int, *, mix_seed: int | None = None, shuffle_mix: bool = True):
     """The first batch of the lesson's mixture, augmented, under a Trainer of `seed` (in
-    `cfg`'s workdir), with a seed set on the Mix or none, and the Mix or its sources
-    shuffled or not (unshuffled, each seed puts the same records in the same places)."""
+    `cfg`'s workdir), with a seed set on the Mix or none, the Mix shuffled or not."""
     variant = mixture_config.get_config()
     variant.workdir, variant.seed, variant.train_ds.shuffle = cfg.workdir, seed, shuffle_mix
     if mix_seed is not None:
         variant.train_ds.seed = mix_seed
-    for source in variant.train_ds.datasets:
-        source.shuffle = shuffle_sources
     return next(iter(konfig.resolve(variant).train_ds))
