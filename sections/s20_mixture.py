@@ -177,8 +177,8 @@ def mixture_and_augmentation(lesson: Lesson, workdir):
         return next(iter(konfig.resolve(variant).train_ds))
 
     unshuffled = [unshuffled_first_batch(seed) for seed in (0, 1)]
-    print("nothing shuffled, seeds 0 and 1: the same records:", records(unshuffled[:1]) == records(unshuffled[1:]),
-          " images alike:", sum(np.array_equal(a, b) for a, b in zip(unshuffled[0]["image"], unshuffled[1]["image"])), "of 64")
+    print("unshuffled, seeds 0 and 1:", {"same records": records(unshuffled[:1]) == records(unshuffled[1:]),
+          "images alike": sum(np.array_equal(a, b) for a, b in zip(unshuffled[0]["image"], unshuffled[1]["image"]))})
     fig, axes = plt.subplots(2, 12, figsize=(11, 3.2), layout="constrained")
     for row, batch in zip(axes, (plain, augmented)):
         for ax, image, label, shifted in zip(row, batch["image"], batch["label"], batch["shifted"]):
