@@ -46,11 +46,11 @@ def metric_writer_of_your_own(lesson: Lesson, workdir):
     second loss, `l1`, so that `losses/total` has two to add; a learning-rate schedule
     in `cfg.schedules`, so that there is one to log; an evaluator on the held-out rows
     every 10 steps; a checkpoint every 20 steps, for a resume below; and the writer in
-    `cfg.writer`. The Trainer fills in the writer's `workdir` with its own and sets its
-    `collection` to `train`; the evaluator writes through a copy of it whose collection
-    is the evaluator's name. A writer is a frozen dataclass, and both make their copy
-    with `dataclasses.replace`: a subclass keeps its settings in dataclass fields, as
-    `filename` is, or the copies lose them.
+    `cfg.writer`. The Trainer fills in the writer's `workdir` (unless the config sets
+    one) with its own and sets its `collection` to `train`; the evaluator writes through
+    a copy of it whose collection is the evaluator's name. A writer is a frozen
+    dataclass, and both make their copy with `dataclasses.replace`: a subclass keeps its
+    settings in dataclass fields, as `filename` is, or the copies lose them.
     """)
     cfg = regression_config.get_config()
     cfg.workdir = str(workdir / "run")
@@ -235,18 +235,20 @@ def metric_writer_of_your_own(lesson: Lesson, workdir):
     lesson.md("""
     ## What else Kauldron asks of a writer
 
-    With several processes, `write_step_metrics` returns on every process but the
-    first without writing, but `write_param_overview` writes on all of them:
-    `KDMetricWriter` writes TensorBoard's files on process 0 alone, and `JsonlWriter`
-    checks `jax.process_index()` before it appends, or every process would add its
-    lines. Kauldron calls `flush()` at the end of each `write_step_metrics`, and its
-    training and evaluation loops never call `close()`: `JsonlWriter` opens the file for
-    each append, so it needs neither.
-    And the writer writes `config.json` and `element_spec.json` in the workdir, through
-    `MetadataWriter`, which `KDMetricWriter` subclasses. With `cfg.writer = None`, a
-    `NoopWriter`, nothing writes them, nor with a writer that derives from neither and
-    does not write them itself; a separate eval job (section 15) then waits for
-    `element_spec.json` forever.
+    With several processes, `write_step_metrics` returns on every process but the first
+    without writing, but `write_param_overview` calls the writer's `write_summaries` on
+    all of them: `KDMetricWriter` writes TensorBoard's files on process 0 alone, and
+    `JsonlWriter` checks `jax.process_index()` before it appends, or every process would
+    add its lines. Kauldron calls `flush()` at the end of each `write_step_metrics`, and
+    its training and evaluation loops never call `close()`: `JsonlWriter` opens the file
+    for each append, so it needs neither. And the writer writes `config.json` and
+    `element_spec.json` in the workdir, through `MetadataWriter`, which `KDMetricWriter`
+    subclasses. With `cfg.writer = None`, a `NoopWriter`, nothing writes them, nor with
+    a writer that derives from neither `MetadataWriter` nor `KDMetricWriter` and does
+    not write them itself; a separate eval job (section 15) then waits for
+    `element_spec.json` forever, looking every 10 s. Nor is `NoopWriter` a base for a
+    writer of your own: its `write_step_metrics` does nothing, so a subclass's
+    `write_scalars` is never called.
     """)
     print(sorted(path.name for path in run.iterdir() if path.suffix == ".json"))
     silent_cfg = regression_config.get_config()
@@ -289,21 +291,27 @@ def metric_writer_of_your_own(lesson: Lesson, workdir):
                      "its train() wrote neither config.json nor element_spec.json")
         lesson.check({"write_config", "write_element_spec"} <= metric_writer.WriterBase.__abstractmethods__,
                      "a writer deriving from WriterBase alone must implement write_config and write_element_spec itself")
-        lesson.check(waits_for_element_spec(silent), "an eval job's element spec, for a workdir without"
-                     " element_spec.json: it sleeps and looks again",
-                     internal="a private function of Kauldron's eval job, its sleep patched")
+        slept = sleeps_waiting_for_element_spec(silent, stop_after=100)
+        lesson.check_equal((len(slept), set(slept)), (100, {10}),
+                           "an eval job's element spec, for a workdir without element_spec.json: its sleeps between"
+                           " looks, and their seconds, until its sleep was made to stop it at the 100th",
+                           internal="a private function of Kauldron's eval job, its sleep patched")
+        lesson.check_equal(scalars_a_noop_subclass_is_given(aux, trainer.schedules), [],
+                           "the write_scalars calls a NoopWriter subclass that defines write_scalars gets from"
+                           " write_step_metrics")
 
     lesson.md("""
     ## Kauldron's own writers, in `kauldron.contrib.train`
 
     The installed Kauldron's `contrib` folder holds three more public writers, each a
-    `KDMetricWriter` subclass. As their docstrings say, `MLFlowMetricWriter` also logs to
-    MLflow, `NpzWriter` also saves arrays to `.npz` files, and `GifVideoWriter` writes
-    video summaries as animated GIFs. All three import from PyPI's Kauldron, but not as
-    `contrib/README.md` says ("all contrib are exposed under a single namespace:
+    `KDMetricWriter` subclass. As their docstrings say, `MLFlowMetricWriter` also logs
+    to MLflow (by default: with `pass_to_default_writer=False`, it logs numbers to
+    MLflow alone), `NpzWriter` also saves arrays to `.npz` files, and `GifVideoWriter`
+    writes video summaries as animated GIFs. All three import from PyPI's Kauldron, but
+    not as `contrib/README.md` says ("all contrib are exposed under a single namespace:
     `kd.contrib` (no extra import required)"): `kauldron/contrib/__init__.py` imports
-    none of its subpackages, so `kd.contrib.train` is an `AttributeError`, in code and in
-    a config being resolved, until something imports `kauldron.contrib.train`. In a
+    none of its subpackages, so `kd.contrib.train` is an `AttributeError`, in code and
+    in a config being resolved, until something imports `kauldron.contrib.train`. In a
     config, import it inside `konfig.imports()`: `from kauldron.contrib import train`.
     """)
     from kauldron.contrib import train as contrib_train  # before this, kd.contrib.train is an AttributeError
@@ -324,8 +332,11 @@ def metric_writer_of_your_own(lesson: Lesson, workdir):
         lesson.check(bytes(read_tensors(workdir / "gif", "train")["v"][0][2]).startswith(b"GIF89a"),
                      "GifVideoWriter.write_animation of a 3-frame video: the image in its event file is a GIF"
                      " (its bytes begin GIF89a)")
-        lesson.check("MLFlow" in contrib_train.MLFlowMetricWriter.__doc__,
-                     "MLFlowMetricWriter's docstring: it logs to MLflow (not run: mlflow is not installed; NpzWriter's"
+        lesson.check("MLFlow" in contrib_train.MLFlowMetricWriter.__doc__
+                     and "pass_to_default_writer" in contrib_train.MLFlowMetricWriter.__doc__
+                     and contrib_train.MLFlowMetricWriter.pass_to_default_writer is True,
+                     "MLFlowMetricWriter's docstring: it logs to MLflow, and passes to KDMetricWriter while"
+                     " pass_to_default_writer, True by default (not run: mlflow is not installed; NpzWriter's"
                      " .npz files: run below)")
         lesson.check("`kd.contrib` (no extra import required)" in contrib_readme(),
                      "kauldron/contrib/README.md says every contrib is under kd.contrib with no extra import",
@@ -352,10 +363,10 @@ def metric_writer_of_your_own(lesson: Lesson, workdir):
     and only at a step that logs summaries (every `log_summaries_every` steps: 1000 by
     default, so step 0 alone in this run); an evaluator asks for summaries at every
     evaluation, so in `cfg.writer` it saves an `.npz` for each. Below, it is given this
-    run's last step (the `aux` that `train()` returned), as `train()` gave it to
-    `JsonlWriter`, but with `log_summaries=True`, which `train()` did not pass at step 20.
-    `MLFlowMetricWriter` needs `mlflow`, which Kauldron's package does not require, not
-    even in an extra: here, its first write fails, saying what to install.
+    run's last step (the `aux` that the first `train()` returned), as `train()` gave it
+    to `JsonlWriter`, but with `log_summaries=True`, which `train()` did not pass at
+    step 20. `MLFlowMetricWriter` needs `mlflow`, which Kauldron's package does not
+    require, not even in an extra: here, its first write fails, saying what to install.
     """)
     npz = contrib_train.NpzWriter(workdir=workdir / "npz", collection="train", save_scalars=True)
     npz.write_step_metrics(step=20, aux=aux, schedules=trainer.schedules, log_summaries=True)
@@ -393,9 +404,10 @@ def metric_writer_of_your_own(lesson: Lesson, workdir):
     ## Going further: the timings, float64 in the file, float32 in TensorBoard's
 
     TensorBoard keeps what `write_scalars` gives it as float32 (and `num_params` as the
-    int64 it is). The losses, the metrics and the schedules arrive as float32 already,
-    and are equal in both; the timings arrive as Python floats (float64), which the file
-    keeps whole and TensorBoard rounds. Rounded to float32, every value is equal.
+    int64 it is). The losses, the metrics and the schedules arrive as float32 already
+    (jax computes in float32 unless `jax_enable_x64` is set), and are equal in both; the
+    timings arrive as Python floats (float64), which the file keeps whole and
+    TensorBoard rounds. Rounded to float32, every value is equal.
     """)
     both = [(tag, value, logged[step][tag]) for step, values in in_file.items() for tag, value in values.items()]
     print("tags whose values differ:")
@@ -524,22 +536,47 @@ def record_calls(cls, names) -> tuple[list[str], object]:
     return calls, lambda: [patch.stop() for patch in patches]
 
 
-def waits_for_element_spec(trainer) -> bool:
-    """Whether an eval job's reading of the element spec, for this Trainer's workdir,
-    sleeps to look again (its sleep raises here, to end the wait)."""
+def sleeps_waiting_for_element_spec(trainer, stop_after: int) -> list[float]:
+    """The sleeps of an eval job's reading of the element spec, for this Trainer's
+    workdir, until it returns or `stop_after` sleeps (the last one raises, to end the wait)."""
     from unittest import mock
 
     from kauldron.evals import eval_impl
 
-    class Slept(Exception):
+    class Stopped(Exception):
         pass
 
-    with mock.patch.object(eval_impl.time, "sleep", side_effect=Slept):
+    slept = []
+
+    def sleep(seconds):
+        slept.append(seconds)
+        if len(slept) == stop_after:
+            raise Stopped
+
+    with mock.patch.object(eval_impl.time, "sleep", side_effect=sleep):
         try:
             eval_impl._get_element_spec(trainer)
-        except Slept:
-            return True
-    return False
+        except Stopped:
+            pass
+    return slept
+
+
+def scalars_a_noop_subclass_is_given(aux, schedules) -> list:
+    """The calls of write_scalars on a NoopWriter subclass that defines it, from one
+    write_step_metrics with `aux`: the writer you might write on NoopWriter."""
+    import dataclasses
+
+    from kauldron.train import metric_writer
+
+    given = []
+
+    @dataclasses.dataclass(frozen=True, eq=True, kw_only=True)
+    class Recording(metric_writer.NoopWriter):
+        def write_scalars(self, step, scalars):
+            given.append((step, sorted(scalars)))
+
+    Recording().write_step_metrics(step=20, aux=aux, schedules=schedules, log_summaries=False)
+    return given
 
 
 def contrib_writers() -> list[str]:
