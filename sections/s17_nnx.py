@@ -43,10 +43,10 @@ def an_nnx_model(lesson: Lesson, workdir):
     a metric can read, here `self.sow(nnx.Intermediate, "enc_out", h)` at
     `interms.enc_out.value[0]`. Kauldron calls the module outside `nnx.capture()`, where
     flax 0.12 (0.12.8 and 0.12.12 here) warns that `sow` is deprecated; flax 0.12.12's
-    flag `nnx_sow_capture_noop` (off by default) makes such a `sow` do nothing, leaving
-    the metric nothing to read. (The checks compare with numpy, within 1e-5; on a TPU,
-    where jax's default precision rounds each float32 factor of a product to bfloat16,
-    numpy is given the factors so rounded.)
+    flag `nnx_sow_capture_noop` (off by default) makes such a `sow` do nothing: the
+    metric's key path then leads nowhere, a `KeyError`. (The checks compare with numpy,
+    within 1e-5; on a TPU, where jax's default precision rounds each float32 factor of a
+    product to bfloat16, numpy is given the factors so rounded.)
     """)
     cfg = regression_config.get_config()
     cfg.workdir, cfg.num_train_steps = str(workdir / "run"), 100
@@ -86,6 +86,11 @@ def an_nnx_model(lesson: Lesson, workdir):
             quiet = captured_with_sow_noop(trainer.model, {"params": state.params, **state.collections}, x_eval)
             lesson.check_equal(dict(quiet["intermediates"]), {}, f"flax {flax.__version__}, nnx_sow_capture_noop on:"
                                " what the forward captures, asked to capture intermediates")
+            from kauldron import kontext
+
+            lesson.check_raises(KeyError, lambda: kontext.get_by_path({"interms": dict(quiet["intermediates"])},
+                                                                      "interms.enc_out.value[0]"),
+                                "the metric's key path, interms.enc_out.value[0], looked up in what it captured")
             lesson.check(not flax.config.nnx_sow_capture_noop, "flax's nnx_sow_capture_noop is off by default")
         else:
             lesson.skip_check("flax 0.12.12's nnx_sow_capture_noop makes such a sow a no-op",
@@ -167,9 +172,11 @@ def an_nnx_model(lesson: Lesson, workdir):
         lesson.check_equal(dropout.rng_streams.eval_rngs(0), {}, "the RNG streams an evaluator passes, none with eval=True")
         noisy = NoisyInEval(inputs="batch.x")
         first, second = (as_an_evaluator(noisy, dropout.rng_streams, step, x) for step in (0, 1))
-        lesson.check((first == 0).any() and np.array_equal(first, second),
+        lesson.check((first == 0).any() and np.array_equal(first, second)
+                     and not np.array_equal(first, as_an_evaluator(noisy, dropout.rng_streams, 0, x, dropout_key=2)),
                      "a module that draws dropout in eval mode, run as Evaluator._step runs it (kd.train.forward,"
-                     " jitted, rngs=rng_streams.eval_rngs(batch index)) for batches 0 and 1: the same draws")
+                     " jitted, rngs=rng_streams.eval_rngs(batch index)) for batches 0 and 1: the same draws; set up"
+                     " with another dropout key, other draws: they come from the key its state holds")
         reseeded = dataclasses.replace(dropout.rng_streams, stream_overwrites=[kd.train.RngStream("dropout", eval=True)])
         lesson.check(not np.array_equal(as_an_evaluator(noisy, reseeded, 0, x), as_an_evaluator(noisy, reseeded, 1, x)),
                      "with a dropout stream of eval=True, batches 0 and 1: other draws (reseeded from the batch's index)")
@@ -201,13 +208,13 @@ def an_nnx_model(lesson: Lesson, workdir):
     To train an existing NNX module without writing a `KdNnxModule`, wrap it:
     `LinenModuleFromNnxDef(nnx_init=...)` takes a function that returns the module (a
     class, or a `functools.partial` of one). Its `setup` calls `nnx_init(rngs=rngs)`
-    (or `nnx_init()` if that raises `TypeError`) and keeps the result as `module`, so the
-    parameters sit under `module`; calling it calls the module with the same
-    arguments. It has no `kontext.Key` field: Kauldron calls a model without one with
-    the whole batch. To feed the module a key path instead, subclass it with a
-    `kontext.Key` field named as the module's argument (`inputs` for `nnx.Linear`):
-    Kauldron passes the value under the field's name, and a field `x` fails only when
-    the model is called.
+    (or, if that raises any `TypeError`, one from inside your constructor included,
+    `nnx_init()`) and keeps the result as `module`, so the parameters sit under
+    `module`; calling it calls the module with the same arguments. It has no
+    `kontext.Key` field: Kauldron calls a model without one with the whole batch. To
+    feed the module a key path instead, subclass it with a `kontext.Key` field named as
+    the module's argument (`inputs` for `nnx.Linear`): Kauldron passes the value under
+    the field's name, and a field `x` fails only when the model is called.
     """)
     linear = knnx.LinenModuleFromNnxDef(nnx_init=functools.partial(nnx.Linear, FEATURES, 1))
     wrapped = linear.init({"params": jax.random.key(0)})
@@ -223,6 +230,11 @@ def an_nnx_model(lesson: Lesson, workdir):
         lesson.check(same(plain(no_rngs.init({"params": jax.random.key(0)})["params"]["module"]),
                           plain(nnx.state(nnx.Linear(FEATURES, 1, rngs=nnx.Rngs(5)), nnx.Param).to_pure_dict())),
                      "an nnx_init that takes no rngs is called without them (it makes its own)")
+        lesson.check(same(plain(knnx.LinenModuleFromNnxDef(nnx_init=raises_type_error_given_rngs).init(
+                              {"params": jax.random.key(0)})["params"]["module"]),
+                          plain(nnx.state(nnx.Linear(FEATURES, 1, rngs=nnx.Rngs(5)), nnx.Param).to_pure_dict())),
+                     "an nnx_init whose own code raises TypeError when given rngs: called again without them, the"
+                     " error unseen")
         batch = {"x": x}
         args, kwargs = model_inputs(linear, batch)
         lesson.check(len(args) == 1 and args[0] is batch and kwargs == {},
@@ -298,12 +310,12 @@ class WithBatchNorm(knnx.KdNnxModule):
         return self.norm(inputs)
 
 
-def as_an_evaluator(model, streams, batch_index: int, x) -> np.ndarray:
-    """The model's eval-mode output for rows of ones shaped as `x`, initialised from a fixed
-    key, computed as `kd.evals.Evaluator._step` (kauldron/evals/evaluators.py) computes it
+def as_an_evaluator(model, streams, batch_index: int, x, dropout_key: int = 1) -> np.ndarray:
+    """The model's eval-mode output for rows of ones shaped as `x`, initialised from fixed
+    keys (its dropout stream's from `dropout_key`), computed as `kd.evals.Evaluator._step` (kauldron/evals/evaluators.py) computes it
     for its batch `batch_index`: `kd.train.forward`, jitted, with `is_training=False` and
     `rngs=streams.eval_rngs(batch_index)`."""
-    variables = model.init({"params": jax.random.key(0), "dropout": jax.random.key(1)})
+    variables = model.init({"params": jax.random.key(0), "dropout": jax.random.key(dropout_key)})
     context = kd.train.Context(step=0, batch={"x": np.ones_like(x)})
 
     @jax.jit
@@ -367,6 +379,13 @@ class NoRngsInSetup(knnx.KdNnxModule):
 
     def __call__(self, inputs):
         return self.out(inputs)
+
+
+def raises_type_error_given_rngs(rngs=None):
+    """An nnx_init with a bug that shows only when it is given rngs: a TypeError of its own."""
+    if rngs is not None:
+        raise TypeError("a bug in the constructor")
+    return nnx.Linear(FEATURES, 1, rngs=nnx.Rngs(5))
 
 
 def init_without_rngs() -> tuple[list, list]:
