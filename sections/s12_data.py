@@ -25,17 +25,18 @@ def pipeline_as_config(lesson: Lesson):
     lesson.md("""
     ## A data source is anything with `len` and `[i]`
 
-    `SyntheticImages` (below) returns one example per index: a small uint8 image, a label
-    and an id. `kd.data.py.DataSource` batches it; `kd.inspect.json_spec_like` describes
-    a batch (dtype and shape of each feature) without anyone writing its shapes down.
+    `SyntheticImages` (below) returns one example per index: a small uint8 image, a
+    label and an id. `kd.data.py.DataSource` batches it; `kd.inspect.json_spec_like`
+    describes a batch (dtype and shape of each feature) without anyone writing its
+    shapes down: the pipeline's `element_spec` reads a first batch to learn them.
     `num_workers=0` reads in this process, as Kauldron does by itself in a notebook (or
-    where `TEST_TMPDIR` is set, which it takes for a test); a script left at the default,
-    16, reads in worker processes. `num_epochs=1` reads the source once: left at its
-    default, `None`, the pipeline repeats forever and `len()` raises `TypeError`. A last
-    batch smaller than `batch_size` is dropped (`batch_drop_remainder=True` by default;
-    64 examples in batches of 8 leave none): for eval data, `False` keeps it, `"pad"` fills
-    it up with zeros, and no mask: a loss or metric given the batch counts the padded rows
-    unless masked.
+    where `TEST_TMPDIR` is set, which it takes for a test); a script left at the
+    default, 16, reads in worker processes. `num_epochs=1` reads the source once: left
+    at its default, `None`, the pipeline repeats forever and `len()` raises `TypeError`.
+    A last batch smaller than `batch_size` is dropped (`batch_drop_remainder=True` by
+    default; 64 examples in batches of 8 leave none): for eval data, `False` keeps it,
+    `"pad"` fills it up with zeros, and no mask: a loss or metric given the batch counts
+    the padded rows unless masked.
     """)
     raw = kd.data.py.DataSource(data_source=SyntheticImages(size=64), batch_size=8, shuffle=False,
                                 num_epochs=1, seed=0, num_workers=0)
@@ -44,6 +45,8 @@ def pipeline_as_config(lesson: Lesson):
         before = kd.inspect.json_spec_like(raw.element_spec)
         lesson.check_equal(before, {"id": "i64[8]", "image": "ui8[8 8 8 3]", "label": "i64[8]"},
                            "the element spec without transforms")
+        lesson.check_equal(indices_read_for_the_element_spec(), list(range(8)),
+                           "the source's examples a DataSource's element_spec reads: a first batch")
         lesson.check_equal(kd.data.py.DataSource(data_source=SyntheticImages(size=64), batch_size=8,
                                                  shuffle=False).num_workers, 16, "DataSource's num_workers by default")
         import contextlib
@@ -70,8 +73,9 @@ def pipeline_as_config(lesson: Lesson):
         forever = kd.data.py.DataSource(data_source=SyntheticImages(size=64), batch_size=8, shuffle=False,
                                         seed=0, num_workers=0)
         lesson.check(forever.num_epochs is None, "DataSource's num_epochs by default is None")
-        lesson.check_equal(sum(1 for _ in itertools.islice(forever, 9)), 9,
-                           "batches from the default num_epochs: a 9th follows one pass's 8")
+        nine = list(itertools.islice(forever, 9))
+        lesson.check(len(nine) == 9 and nine[8]["id"].tolist() == list(range(8)),
+                     "batches from the default num_epochs: a 9th follows one pass's 8, ids 0-7 again")
         lesson.check_raises(TypeError, lambda: len(forever), "len() of a DataSource with the default num_epochs")
         lesson.check_equal((last_batch_ids(), last_batch_ids(batch_drop_remainder=False),
                             last_batch_ids(batch_drop_remainder="pad")),
@@ -82,6 +86,8 @@ def pipeline_as_config(lesson: Lesson):
 
         padded = last_batch(batch_drop_remainder="pad")
         lesson.check_equal(sorted(padded), ["id", "image", "label"], "the features of the padded last batch: no mask added")
+        lesson.check(not padded["image"][4:].any() and SyntheticImages(size=64)[0]["image"].any(),
+                     "the padded rows' images are zeros, not copies of example 0 (whose id and label are 0 too)")
         labels = padded["label"].astype(np.float32)  # 6, 7, 8, 9, then the padding's 0s
         l2 = kd.losses.L2(preds="p", targets="t").get_state(preds=labels, targets=np.zeros(8, np.float32))
         lesson.check_close(float(l2.compute()), float(np.mean(labels**2)),
@@ -154,6 +160,20 @@ def pipeline_as_config(lesson: Lesson):
         lesson.fact("element_spec", {"raw": before, "transformed": after, "overridden": spec})
         lesson.summary = ("Elements, ValueRange and Rearrange as config entries: f32[8 192] in [-1, 1];"
                           " overridden to f32[16 3 8 8]")
+
+
+def indices_read_for_the_element_spec() -> list[int]:
+    """The indices a DataSource (batches of 8, in order) reads from its source to give its element_spec."""
+    read = []
+
+    class Recorded(SyntheticImages):
+        def __getitem__(self, index):
+            read.append(int(index))
+            return super().__getitem__(index)
+
+    kd.data.py.DataSource(data_source=Recorded(size=64), batch_size=8, shuffle=False, num_epochs=1, seed=0,
+                          num_workers=0).element_spec
+    return read
 
 
 def last_batch(**options) -> dict:
