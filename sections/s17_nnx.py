@@ -88,9 +88,9 @@ def an_nnx_model(lesson: Lesson, workdir):
                                " what the forward captures, asked to capture intermediates")
             from kauldron import kontext
 
-            lesson.check_raises(KeyError, lambda: kontext.get_by_path({"interms": dict(quiet["intermediates"])},
-                                                                      "interms.enc_out.value[0]"),
-                                "the metric's key path, interms.enc_out.value[0], looked up in what it captured")
+            lesson.check_raises(KeyError, lambda: kontext.resolve_from_keyed_obj(
+                kd.train.Context(step=0, batch={}, interms=dict(quiet["intermediates"])), trainer.train_metrics["enc_norm"]),
+                "the enc_norm metric's keys resolved, as the train step resolves them, in a context of what it captured")
             lesson.check(not flax.config.nnx_sow_capture_noop, "flax's nnx_sow_capture_noop is off by default")
         else:
             lesson.skip_check("flax 0.12.12's nnx_sow_capture_noop makes such a sow a no-op",
@@ -207,14 +207,14 @@ def an_nnx_model(lesson: Lesson, workdir):
 
     To train an existing NNX module without writing a `KdNnxModule`, wrap it:
     `LinenModuleFromNnxDef(nnx_init=...)` takes a function that returns the module (a
-    class, or a `functools.partial` of one). Its `setup` calls `nnx_init(rngs=rngs)`
-    (or, if that raises any `TypeError`, one from inside your constructor included,
-    `nnx_init()`) and keeps the result as `module`, so the parameters sit under
-    `module`; calling it calls the module with the same arguments. It has no
-    `kontext.Key` field: Kauldron calls a model without one with the whole batch. To
-    feed the module a key path instead, subclass it with a `kontext.Key` field named as
-    the module's argument (`inputs` for `nnx.Linear`): Kauldron passes the value under
-    the field's name, and a field `x` fails only when the model is called.
+    class, or a `functools.partial` of one). Its `setup` calls `nnx_init(rngs=rngs)` (or
+    `nnx_init()` if that raises a `TypeError`, any, one from your constructor's own code
+    too) and keeps the result as `module`, so the parameters sit under `module`; calling
+    it calls the module with the same arguments. It has no `kontext.Key` field: Kauldron
+    calls a model without one with the whole batch. To feed the module a key path
+    instead, subclass it with a `kontext.Key` field named as the module's argument
+    (`inputs` for `nnx.Linear`): Kauldron passes the value under the field's name, and a
+    field `x` fails only when the model is called.
     """)
     linear = knnx.LinenModuleFromNnxDef(nnx_init=functools.partial(nnx.Linear, FEATURES, 1))
     wrapped = linear.init({"params": jax.random.key(0)})

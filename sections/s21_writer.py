@@ -239,16 +239,16 @@ def metric_writer_of_your_own(lesson: Lesson, workdir):
     without writing, but `write_param_overview` calls the writer's `write_summaries` on
     all of them: `KDMetricWriter` writes TensorBoard's files on process 0 alone, and
     `JsonlWriter` checks `jax.process_index()` before it appends, or every process would
-    add its lines. Kauldron calls `flush()` at the end of each `write_step_metrics`, and
-    its training and evaluation loops never call `close()`: `JsonlWriter` opens the file
-    for each append, so it needs neither. And the writer writes `config.json` and
-    `element_spec.json` in the workdir, through `MetadataWriter`, which `KDMetricWriter`
-    subclasses. With `cfg.writer = None`, a `NoopWriter`, nothing writes them, nor with
-    a writer that derives from neither `MetadataWriter` nor `KDMetricWriter` and does
-    not write them itself; a separate eval job (section 15) then waits for
-    `element_spec.json` forever, looking every 10 s. Nor is `NoopWriter` a base for a
-    writer of your own: its `write_step_metrics` does nothing, so a subclass's
-    `write_scalars` is never called.
+    add its lines. Kauldron calls `flush()` at the end of each `write_step_metrics` (on
+    process 0), and its training and evaluation loops never call `close()`:
+    `JsonlWriter` opens the file for each append, so it needs neither. And the writer
+    writes `config.json` and `element_spec.json` in the workdir, through
+    `MetadataWriter`, which `KDMetricWriter` subclasses. With `cfg.writer = None`, a
+    `NoopWriter`, nothing writes them, nor with a writer that derives from neither
+    `MetadataWriter` nor `KDMetricWriter` and does not write them itself; a separate
+    eval job (section 15) then waits for `element_spec.json` forever, looking every 10
+    s. Nor is `NoopWriter` a base for a writer of your own: its `write_step_metrics`
+    does nothing, so a subclass's `write_scalars` is never called there.
     """)
     print(sorted(path.name for path in run.iterdir() if path.suffix == ".json"))
     silent_cfg = regression_config.get_config()
@@ -305,10 +305,11 @@ def metric_writer_of_your_own(lesson: Lesson, workdir):
 
     The installed Kauldron's `contrib` folder holds three more public writers, each a
     `KDMetricWriter` subclass. As their docstrings say, `MLFlowMetricWriter` also logs
-    to MLflow (by default: with `pass_to_default_writer=False`, it logs numbers to
-    MLflow alone), `NpzWriter` also saves arrays to `.npz` files, and `GifVideoWriter`
-    writes video summaries as animated GIFs. All three import from PyPI's Kauldron, but
-    not as `contrib/README.md` says ("all contrib are exposed under a single namespace:
+    to MLflow (by default: with `pass_to_default_writer=False`, it logs to MLflow alone,
+    and writes neither `config.json` nor `element_spec.json`, so an eval job waits),
+    `NpzWriter` also saves arrays to `.npz` files, and `GifVideoWriter` writes video
+    summaries as animated GIFs. All three import from PyPI's Kauldron, but not as
+    `contrib/README.md` says ("all contrib are exposed under a single namespace:
     `kd.contrib` (no extra import required)"): `kauldron/contrib/__init__.py` imports
     none of its subpackages, so `kd.contrib.train` is an `AttributeError`, in code and
     in a config being resolved, until something imports `kauldron.contrib.train`. In a
@@ -332,12 +333,16 @@ def metric_writer_of_your_own(lesson: Lesson, workdir):
         lesson.check(bytes(read_tensors(workdir / "gif", "train")["v"][0][2]).startswith(b"GIF89a"),
                      "GifVideoWriter.write_animation of a 3-frame video: the image in its event file is a GIF"
                      " (its bytes begin GIF89a)")
-        lesson.check("MLFlow" in contrib_train.MLFlowMetricWriter.__doc__
-                     and "pass_to_default_writer" in contrib_train.MLFlowMetricWriter.__doc__
-                     and contrib_train.MLFlowMetricWriter.pass_to_default_writer is True,
-                     "MLFlowMetricWriter's docstring: it logs to MLflow, and passes to KDMetricWriter while"
-                     " pass_to_default_writer, True by default (not run: mlflow is not installed; NpzWriter's"
-                     " .npz files: run below)")
+        lesson.check("MLFlow" in contrib_train.MLFlowMetricWriter.__doc__,
+                     "MLFlowMetricWriter's docstring: it logs to MLflow (NpzWriter's .npz files: run below)")
+        lesson.check_equal({passing: metadata_an_mlflow_writer_writes(workdir / f"mlflow-{passing}", cfg, trainer, passing)
+                            for passing in (True, False)},
+                           {True: ["config.json", "element_spec.json"], False: []},
+                           "the files MLFlowMetricWriter's write_config and write_element_spec write in its workdir,"
+                           " with pass_to_default_writer True (its default) and False",
+                           internal="mlflow, not installed here, replaced by a mock")
+        lesson.check(contrib_train.MLFlowMetricWriter.pass_to_default_writer is True,
+                     "MLFlowMetricWriter's pass_to_default_writer by default: True")
         lesson.check("`kd.contrib` (no extra import required)" in contrib_readme(),
                      "kauldron/contrib/README.md says every contrib is under kd.contrib with no extra import",
                      internal="reads the installed package's README")
@@ -601,6 +606,22 @@ def kauldron_requirements() -> list[str]:
     import importlib.metadata
 
     return importlib.metadata.requires("kauldron") or []
+
+
+def metadata_an_mlflow_writer_writes(workdir, cfg, trainer, pass_to_default_writer: bool) -> list[str]:
+    """The .json files an MLFlowMetricWriter's write_config and write_element_spec write in
+    `workdir`, with mlflow (not installed) replaced by a mock."""
+    from unittest import mock
+
+    from kauldron.contrib.train import mlflow_metric_writer
+
+    workdir.mkdir()
+    with mock.patch.object(mlflow_metric_writer, "mlflow", mock.MagicMock()):
+        writer = mlflow_metric_writer.MLFlowMetricWriter(workdir=workdir, collection="train",
+                                                         pass_to_default_writer=pass_to_default_writer)
+        writer.write_config(cfg)
+        writer.write_element_spec(0, trainer.train_ds.element_spec)
+    return sorted(path.name for path in workdir.glob("*.json"))
 
 
 def contrib_readme() -> str:
