@@ -105,8 +105,9 @@ def configs_hold_configs(lesson: Lesson, workdir):
     ## Alone, a PyGrain pipeline without a seed draws one at random
 
     Nothing fills the placeholder of a `kd.data.py.DataSource` built outside a Trainer:
-    when it is first read, it draws a random seed. It runs, but two runs shuffle
-    differently, and nothing says so. Give it a seed and the batches repeat. (A PyGrain
+    when it is first read, it draws a random seed (from Python's `random`, which a
+    program rarely seeds). It runs, but two runs shuffle differently, and nothing says
+    so. Give it a seed and the batches repeat. (A PyGrain
     pipeline is random access: `pipeline[0]` is its first batch.)
     """)
     rows = functools.partial(kd.data.py.DataSource, data_source=RegressionRows("train"), batch_size=32, shuffle=True,
@@ -136,9 +137,9 @@ def configs_hold_configs(lesson: Lesson, workdir):
     lesson.md("""
     ## Alone, an `InMemoryPipeline` that shuffles needs a seed
 
-    `kd.data.InMemoryPipeline` draws no seed of its own: outside a Trainer, with
+    `kd.data.InMemoryPipeline` never draws a seed: outside a Trainer, with
     `shuffle=True` and no seed, iterating it fails, and the error does not mention the
-    seed (the placeholder reaches numpy). Without shuffling it never reads the seed;
+    seed (the placeholder reaches numpy). Without shuffling it never uses the seed;
     with `seed=` it shuffles.
     """)
     in_memory = functools.partial(kd.data.InMemoryPipeline, loader=make_loader("train"), batch_size=32, num_epochs=None)
@@ -193,8 +194,10 @@ def configs_hold_configs(lesson: Lesson, workdir):
         lesson.check(same(trainer.init_state().params, again.init_state().params),
                      "and the same initial parameters: the model's random streams take the Trainer's seed")
         cfg.seed = 4
-        lesson.check(not same(trainer.init_state().params, konfig.resolve(cfg).init_state().params),
-                     "with cfg.seed = 4, other initial parameters")
+        other = konfig.resolve(cfg)
+        lesson.check(not same(trainer.init_state().params, other.init_state().params)
+                     and not np.array_equal(next(iter(trainer.train_ds))["x"], next(iter(other.train_ds))["x"]),
+                     "with cfg.seed = 4, other initial parameters and another first batch")
         cfg.seed = 3
         import dataclasses
 
@@ -204,6 +207,13 @@ def configs_hold_configs(lesson: Lesson, workdir):
                            " and once put back into the Trainer with dataclasses.replace")
         lesson.check(trainer.evals["eval"].base_cfg is trainer and trainer.rng_streams.eval_rngs(0) == {},
                      "the evaluator's root config is the Trainer, whose streams give an evaluation no RNG by default")
+
+    lesson.md("""
+    ## A seed set on a part is kept
+
+    A seed given to a part in the config wins over the Trainer's, and there
+    `dataclasses.replace` on the resolved part keeps the seed it is given.
+    """)
     cfg.train_ds.seed = 7  # set on the part: kept
     trainer = konfig.resolve(cfg)
     print({"train_ds": trainer.train_ds.seed, "rng_streams": trainer.rng_streams.seed})
