@@ -35,10 +35,12 @@ def trainer_end_to_end(lesson: Lesson, workdir):
     be changed. Here the run is pointed at the workdir, shortened to 50 steps, saves a
     checkpoint every 25 steps, and gets one more metric, which reads an *inner* layer:
     `kd.metrics.Norm` on `interms.enc.__call__[0]`, the output of the Dense layer named
-    `enc`, which Flax captures without any change to the model. `konfig.resolve` then
-    builds the `kd.train.Trainer` the config describes: frozen, as are its data pipeline
-    and its losses. The model's field `inputs` names its argument; its value, `"batch.x"`,
-    is the key path it is fed.
+    `enc`, which Flax captures without any change to the model: Kauldron applies it with
+    `capture_intermediates=True` and keeps what Flax captured as `interms` (`[0]`: Flax
+    keeps each output in a tuple). `konfig.resolve` then builds the `kd.train.Trainer`
+    the config describes: frozen, as are its data pipeline and its losses. The model's
+    field `inputs` names its argument; its value, `"batch.x"`, is the key path it is
+    fed.
     """)
     cfg = regression_config.get_config()
     cfg.workdir = str(workdir)  # where train() writes; absolute
@@ -84,22 +86,23 @@ def trainer_end_to_end(lesson: Lesson, workdir):
     lesson.md("""
     ## Train it
 
-    `train()` runs the loop. It is more than a loop: it restores the latest checkpoint and
-    saves new ones (section 9), runs the evaluators (sections 9 and 15), and writes the
-    config and every logged metric to the workdir. It runs steps 0 to `num_train_steps`
-    inclusive: `num_train_steps + 1` updates. The `aux` it returns is the last step's,
-    and holds losses and metrics only if that step logs them (step 50 does: this config
-    logs every `log_metrics_every=10` steps). At each step it evaluates and saves
-    *before* the update: the last checkpoint, `ckpt_50`, holds the state after 50
-    updates, and the state `train()` returns, after 51, is saved nowhere. Keep it
-    yourself if you need it: a run resumed from `ckpt_50` redoes update 50, and this
-    config's `InMemoryPipeline` saves no position, so it does it on the first batch again
-    (section 9). A `Checkpointer` keeps the latest 3 (`max_to_keep=3`): in this short run,
-    all of them. `checkpointer.restore(state)` reads the latest checkpoint back into a
-    state of the right structure, and deletes the arrays of the state you pass unless
-    `donate=False`. Ask a Trainer built again from the config: the one that saved
-    refuses to restore the `TrainState` alone, as its checkpoint manager was made for the
-    whole checkpoint `train()` saves, of several items.
+    `train()` runs the loop. It is more than a loop: it restores the latest checkpoint
+    and saves new ones (section 9), runs the evaluators (sections 9 and 15), and writes
+    the config and every logged metric to the workdir. It runs steps 0 to
+    `num_train_steps` inclusive: `num_train_steps + 1` updates. The `aux` it returns is
+    the last step's, and holds losses and metrics only if that step logs them (step 50
+    does: this config logs every `log_metrics_every=10` steps). At each step it
+    evaluates and saves *before* the update: the last checkpoint, `ckpt_50`, holds the
+    state after 50 updates, and the state `train()` returns, after 51, is saved nowhere.
+    Keep it yourself if you need it: a run resumed from `ckpt_50` redoes update 50, and
+    this config's `InMemoryPipeline` saves no position, so it does it on the first batch
+    again (section 9). So `train()` run again on this workdir resumes: to start over,
+    give it a new workdir. A `Checkpointer` keeps the latest 3 (`max_to_keep=3`): in
+    this short run, all of them. `checkpointer.restore(state)` reads the latest
+    checkpoint back into a state of the right structure, and deletes the arrays of the
+    state you pass unless `donate=False`. Ask a Trainer built again from the config: the
+    one that saved refuses to restore the `TrainState` alone, as its checkpoint manager
+    was made for the whole checkpoint `train()` saves, of several items.
     """)
     state, aux = trainer.train()
     print("state.step:", int(state.step), " checkpoints:", trainer.checkpointer.all_steps)
