@@ -30,8 +30,7 @@ and `workdir` set. The code a page shows never names `lesson`; a statement that 
 one of the three above, or the file is refused, saying where. `workdir` (when the lesson
 takes it) is a fresh directory; on the page and in the notebook, a first cell makes it.
 
-`read` splits a file into a `Program`; the pages, the notebook, the runner and the
-catalog all read lessons through it.
+`read` splits a file into a `Program`; the pages, the notebook, the runner and the catalog read it.
 """
 
 from __future__ import annotations
@@ -203,6 +202,9 @@ def read(path: pathlib.Path) -> Program:
             raise LessonSourceError(f"{where}:{after.line}: a step comes before every '{FURTHER}...' step: the page"
                                     " folds those at its end")
     for index, step in enumerate(steps):
+        code_at = [i for i, block in enumerate(step.blocks) if block.kind != "checks"]  # checks first: a guard
+        if code_at and any(block.kind == "checks" for block in step.blocks[1:code_at[-1]]):
+            raise LessonSourceError(f"{where}:{step.line}: a step's checks follow its code: the page folds them under it")
         for block in step.blocks:
             needed_by = block.options.get("needed_by")
             if needed_by is not None and not (block.options.get("background")

@@ -101,6 +101,8 @@ def test_the_experiment_s_files_are_shown_where_the_page_first_uses_them(tmp_pat
      '    lesson.md("""## Later\n\n    Why.\n    """)', "for a command in the background"),
     ('lesson.md("""## Going further: a digression\n\n    Why.\n    """)\n    print(1)\n'
      '    lesson.md("""## A step\n\n    Why.\n    """)', "a step comes before every 'Going further: ...' step"),
+    ('lesson.md("""## A step\n\n    Why.\n    """)\n    x = 1\n    with lesson.checks():\n        lesson.check(x, "one")\n'
+     '    x = 2\n    with lesson.checks():\n        lesson.check(x, "two")', "a step's checks follow its code"),
 ])
 def test_a_file_that_breaks_the_format_is_refused_saying_where(tmp_path, body, problem):
     text = f'''
