@@ -1,13 +1,13 @@
 """Past one machine: the same Trainer as one job of two JAX processes.
 
 JAX's multi-controller runtime runs one copy of the program per host; the copies meet at a
-coordinator and then see every host's devices as one mesh. Kauldron's own launcher
-(`kauldron.kxm`, `--xp.platform=...`, Google-internal) starts `kauldron/main.py` on each
-host of a TPU slice and lets the platform join them. On GPU and CPU clusters, and under
-Slurm, each process calls `jax.distributed.initialize()` before anything starts jax's
-backend, which `kauldron.main` does not: `sections/parts/distributed_main.py` does, then
-runs `kauldron.main`. Here two processes on this machine play two hosts, 4 simulated CPU
-devices each, with gloo for the cross-process sums.
+coordinator and then see every host's devices as one mesh. Each process calls
+`jax.distributed.initialize()` before anything starts jax's backend (on a Cloud TPU slice,
+under Slurm or Open MPI, without arguments: it finds them in the environment), which
+`kauldron.main` does not: `sections/parts/distributed_main.py` does, then runs
+`kauldron.main`. (Kauldron's own launcher, `kauldron.kxm`, is Google-internal.) Here two
+processes on this machine play two hosts, 4 simulated CPU devices each, with gloo, jax's
+default on CPU, for the cross-process sums.
 """
 
 import json
@@ -49,6 +49,10 @@ def two_processes_one_job(lesson: Lesson, workdir):
         low = int(pathlib.Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
         lesson.check(port < low, "the port is below this machine's range for outgoing connections",
                      internal="reads Linux's ip_local_port_range")
+        import jax
+
+        lesson.check_equal(jax.config.jax_cpu_collectives_implementation, "gloo",
+                           "jax's implementation of cross-process sums on CPU, by default")
 
     lesson.md("""
     ## One job: the same command in every process
@@ -100,7 +104,7 @@ def two_processes_one_job(lesson: Lesson, workdir):
     lesson.md("""
     ## Each process reads its share of every batch
 
-    `batch_size` stays the global batch: each process loads its part, and
+    `batch_size` stays the global batch: each process yields its part, and
     `kd.sharding.device_put` assembles the global array over the job's 8 devices
     (`kd.sharding.FIRST_DIM`: the batch split along its first axis). How the rows are
     shared depends on the pipeline. `InMemoryPipeline`: each process takes its half of
@@ -182,18 +186,19 @@ def two_processes_one_job(lesson: Lesson, workdir):
     lesson.md("""
     ## Going further: jaxlib 0.12.1 hangs a job that half uses the compile cache
 
-    With jax's persistent compilation cache on (`tutorial.py` turns it on in every process
-    it runs, for every program; a notebook has it only with `JAX_COMPILATION_CACHE_DIR`
-    set, and then keeps only programs that took 1 s or more to compile, unless
-    `jax_persistent_cache_min_compile_time_secs` says less), jaxlib 0.12.1
-    hangs a job like the one above: a cross-process sum whose program process 0 loaded
-    from the cache while process 1 compiled it never completes.
-    On a CPU each process has cache keys of its own, and only process 0 writes the cache,
-    so the job meets this as soon as a program is compiled a second time, as Kauldron's
-    train step is. `distributed_main.py` turns the cache off on that version; pinning jax
-    and jaxlib to 0.12.0.1 works too. Two processes that sum an array twice, forgetting
-    their compiled programs in between, show it (`sections/parts/allreduce_hang.py`): on
-    jaxlib 0.12.1 neither second sum comes; on older versions, as in the run below, both do.
+    With jax's persistent compilation cache on (`tutorial.py` turns it on in every
+    process it runs, for every program; a notebook has it only with
+    `JAX_COMPILATION_CACHE_DIR` set, and then keeps only programs that took 1 s or more
+    to compile, unless `jax_persistent_cache_min_compile_time_secs` says less), jaxlib
+    0.12.1 hangs a job like the one above: a cross-process sum whose program process 0
+    loaded from the cache while process 1 compiled it never completes. On a CPU each
+    process has cache keys of its own, and only process 0 writes the cache, so the job
+    meets this as soon as a program is compiled a second time, as Kauldron's train step
+    is. `distributed_main.py` turns the cache off on that version, which spares a job
+    like the one above; pinning jax and jaxlib to 0.12.0.1 works too. Two processes that
+    sum an array twice, forgetting their compiled programs in between, show it
+    (`sections/parts/allreduce_hang.py`): on jaxlib 0.12.1 neither second sum comes; on
+    older versions, as in the run below, both do.
     """)
     hang = lesson.shell("""JAX_PLATFORMS=cpu JAX_COORDINATOR_BIND_ADDRESS=127.0.0.1:$PORT XLA_FLAGS=--xla_force_host_platform_device_count=4 \\
       python -m sections.parts.allreduce_hang --port=$PORT --process_id=0 --cache_dir=$WORKDIR/sums-cache &
