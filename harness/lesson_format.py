@@ -18,7 +18,7 @@ A section file tells its lesson top to bottom, the way a keras-io example does:
         \"\"\")
         ...                          # the reader's code: shown, run as it is
         run = lesson.shell("python -m kauldron.main --cfg=configs/x.py")   # a shell block
-        with lesson.checks():        # the step's checks: folded under it, never in its code
+        with lesson.checks():        # the step's checks, after its code: folded under it
             lesson.check(...)
 
     def helper_for_the_checks(...):  # below the lesson: how it checks itself (folded)
@@ -202,9 +202,9 @@ def read(path: pathlib.Path) -> Program:
             raise LessonSourceError(f"{where}:{after.line}: a step comes before every '{FURTHER}...' step: the page"
                                     " folds those at its end")
     for index, step in enumerate(steps):
-        code_at = [i for i, block in enumerate(step.blocks) if block.kind != "checks"]  # checks first: a guard
-        if code_at and any(block.kind == "checks" for block in step.blocks[1:code_at[-1]]):
-            raise LessonSourceError(f"{where}:{step.line}: a step's checks follow its code: the page folds them under it")
+        code_at = [i for i, block in enumerate(step.blocks) if block.kind != "checks"]  # checks before: a guard
+        if late := [block for block in step.blocks[code_at[0]:code_at[-1]] if block.kind == "checks"] if code_at else []:
+            raise LessonSourceError(f"{where}:{late[0].line}: code follows a step's checks: its page folds them under it")
         for block in step.blocks:
             needed_by = block.options.get("needed_by")
             if needed_by is not None and not (block.options.get("background")

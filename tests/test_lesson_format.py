@@ -101,8 +101,12 @@ def test_the_experiment_s_files_are_shown_where_the_page_first_uses_them(tmp_pat
      '    lesson.md("""## Later\n\n    Why.\n    """)', "for a command in the background"),
     ('lesson.md("""## Going further: a digression\n\n    Why.\n    """)\n    print(1)\n'
      '    lesson.md("""## A step\n\n    Why.\n    """)', "a step comes before every 'Going further: ...' step"),
-    ('lesson.md("""## A step\n\n    Why.\n    """)\n    x = 1\n    with lesson.checks():\n        lesson.check(x, "one")\n'
-     '    x = 2\n    with lesson.checks():\n        lesson.check(x, "two")', "a step's checks follow its code"),
+    ('lesson.md("""## A step\n\n    Why.\n    """)\n    x = 1\n'
+     '    with lesson.checks():\n        lesson.check(x, "one")\n'
+     '    x = 2\n    with lesson.checks():\n        lesson.check(x, "two")', "code follows a step's checks"),
+    ('lesson.md("""## A step\n\n    Why.\n    """)\n    print(1)\n'
+     '    with lesson.checks():\n        lesson.check(1, "one")\n'
+     '    lesson.shell("ls")', "code follows a step's checks"),
 ])
 def test_a_file_that_breaks_the_format_is_refused_saying_where(tmp_path, body, problem):
     text = f'''
@@ -121,6 +125,18 @@ def example(lesson: Lesson):
     with pytest.raises(LessonSourceError, match=problem) as refused:
         read(tmp_path, text)
     assert str(refused.value).startswith("s99_example.py")
+
+
+def test_a_step_may_open_with_checks_that_guard_its_code(tmp_path):
+    body = ('lesson.md("""## A step\n\n    Why.\n    """)\n'
+            '    with lesson.checks():\n        lesson.check(1, "a guard")\n'
+            '    print(1)\n    with lesson.checks():\n        lesson.check(1, "the claim")')
+    text = LESSON.split("@section", 1)[0] + f'''@section(99, "example", "A title", shows="an example", part="glue")
+def example(lesson: Lesson):
+    {body}
+'''
+    (step,) = read(tmp_path, text).steps
+    assert [block.kind for block in step.blocks] == ["checks", "python", "checks"]
 
 
 def test_a_step_may_define_functions_and_classes_that_return(tmp_path):
