@@ -96,13 +96,14 @@ def trainer_end_to_end(lesson: Lesson, workdir):
     state after 50 updates, and the state `train()` returns, after 51, is saved nowhere.
     Keep it yourself if you need it: a run resumed from `ckpt_50` redoes update 50, and
     this config's `InMemoryPipeline` saves no position, so it does it on the first batch
-    again (section 9). So `train()` run again on this workdir resumes: to start over,
-    give it a new workdir. A `Checkpointer` keeps the latest 3 (`max_to_keep=3`): in
-    this short run, all of them. `checkpointer.restore(state)` reads the latest
-    checkpoint back into a state of the right structure, and deletes the arrays of the
-    state you pass unless `donate=False`. Ask a Trainer built again from the config: the
-    one that saved refuses to restore the `TrainState` alone, as its checkpoint manager
-    was made for the whole checkpoint `train()` saves, of several items.
+    again (section 9). And `train()` run again on this workdir restores its latest
+    checkpoint: to start over, give it a new workdir. A `Checkpointer` keeps the latest
+    3 (`max_to_keep=3`): in this short run, all of them. `checkpointer.restore(state)`
+    reads the latest checkpoint back into a state of the right structure, and deletes
+    the arrays of the state you pass unless `donate=False`. Ask a Trainer built again
+    from the config: the one that saved refuses to restore the `TrainState` alone, as
+    its checkpoint manager was made for the whole checkpoint `train()` saves, of several
+    items.
     """)
     state, aux = trainer.train()
     print("state.step:", int(state.step), " checkpoints:", trainer.checkpointer.all_steps)

@@ -211,8 +211,8 @@ def configs_hold_configs(lesson: Lesson, workdir):
     lesson.md("""
     ## A seed set on a part is kept
 
-    A seed given to a part in the config wins over the Trainer's, and there
-    `dataclasses.replace` on the resolved part keeps the seed it is given.
+    A seed given to a part in the config wins over the Trainer's, and a Trainer rebuilt
+    with `dataclasses.replace` keeps the seed given to that part.
     """)
     cfg.train_ds.seed = 7  # set on the part: kept
     trainer = konfig.resolve(cfg)
