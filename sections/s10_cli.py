@@ -4,8 +4,8 @@ A Kauldron experiment is a config file with a `get_config()`. `python -m kauldro
 loads it, applies `--cfg.<path>=<value>` flags on top, resolves it and trains; that is
 also what Kauldron's launcher runs for each job of a sweep, and, with `--eval_names`, for
 the job of a standalone evaluator beside the training. The workdir then records what ran:
-`config.json` holds the config after the flags of the run that started it, TensorBoard
-files hold the losses.
+`config.json` holds the config after the flags of the last run that started without a
+checkpoint (a resumed run leaves it: section 9), TensorBoard files hold the losses.
 """
 
 import contextlib
@@ -45,10 +45,11 @@ def experiment_from_the_command_line(lesson: Lesson, workdir):
     lesson.md("""
     ## The workdir records what ran
 
-    `config.json` is the config after the flags of the run that started the workdir (a
-    run resumed on it from a checkpoint after step 0 leaves the file as it was: section
-    9): the optimizer the `py::` expression built, the run length, the workdir; the model
-    is the config file's. The losses are in `train/`.
+    `config.json` is the config after the flags of the last run that started on the
+    workdir with no checkpoint to resume, as this config's runs all do: it keeps none (a
+    run resumed from a checkpoint after step 0 leaves the file as it was: section 9):
+    the optimizer the `py::` expression built, the run length, the workdir; the model is
+    the config file's. The losses are in `train/`.
     """)
     config = json.loads((workdir / "run" / "config.json").read_text())
     print({key: config[key] for key in ("optimizer", "num_train_steps", "model")})
@@ -62,6 +63,7 @@ def experiment_from_the_command_line(lesson: Lesson, workdir):
                            "the model in config.json (the config file's)")
         lesson.check((workdir / "run" / "train_complete.txt").exists() and max(losses) == 50 and losses[50] < losses[0],
                      "the run completed: train_complete.txt, and a loss logged at step 50 lower than at step 0")
+        lesson.check(not (workdir / "run" / "checkpoints").exists(), "the run kept no checkpoint: none to resume from")
         lesson.skip_check("a run resumed on the workdir from a checkpoint after step 0 leaves config.json as it was",
                           "section 9 checks it on a resumed train(), the loop kauldron.main runs")
         lesson.fact("logged_logcosh", {str(step): losses[step] for step in (0, 50)})
@@ -69,18 +71,18 @@ def experiment_from_the_command_line(lesson: Lesson, workdir):
     lesson.md("""
     ## Flag values are Python literals: a JSON object with `true` is not
 
-    `kauldron.main` reads `--cfg` with konfig's `DEFINE_config_file`, which parses each
-    value with `ast.literal_eval`: `--cfg.model.hidden=0b10000` is 16. A bare `true` or
-    `false` is first made `True` or `False` (`--cfg.train_ds.shuffle=false` works), but
-    not `null`: a sweep value `None`, which the launcher writes `null`, arrives as the
-    string `'null'` in a field that holds `None` or a string, and a number's field refuses
-    it. Inside a JSON object, JSON's `true` is not a Python literal either:
-    the value stays a string, and a field that holds a config refuses a string.
-    Kauldron's launcher writes each value of a sweep as JSON (a string as it is,
-    unquoted); an optimizer such as `optax.adamw(0.001, nesterov=True)` becomes such an
-    object, and the job fails at its flags. Swept as the string
-    `"py::optax.adamw(0.001, nesterov=True)"`, it arrives as a `py::` expression, which
-    `kauldron.main` builds.
+    `kauldron.main` reads `--cfg` with konfig's `DEFINE_config_file`, built on
+    ml_collections' config flags, which parse each value with `ast.literal_eval`:
+    `--cfg.model.hidden=0b10000` is 16. A bare `true` or `false` is first made `True` or
+    `False` (`--cfg.train_ds.shuffle=false` works), but not `null`: a sweep value
+    `None`, which the launcher writes `null`, arrives as the string `'null'` in a field
+    that holds `None` or a string, and a number's field refuses it. Inside a JSON
+    object, JSON's `true` is not a Python literal either: the value stays a string, and
+    a field that holds a config refuses a string. Kauldron's launcher writes each value
+    of a sweep as JSON (a string as it is, unquoted); an optimizer such as
+    `optax.adamw(0.001, nesterov=True)` becomes such an object, and the job fails at its
+    flags. Swept as the string `"py::optax.adamw(0.001, nesterov=True)"`, it arrives as
+    a `py::` expression, which `kauldron.main` builds.
     """)
     adamw = lesson.shell("python -m kauldron.main --cfg=configs/regression.py --cfg.workdir=$WORKDIR/adamw"
                          """ '--cfg.optimizer={"__qualname__": "optax:adamw", "0": 0.001, "nesterov": true}'""",
@@ -125,7 +127,7 @@ def experiment_from_the_command_line(lesson: Lesson, workdir):
     such a command, each value encoded by `arg_to_json`. This page imports it from its
     private module, `kauldron.xm._src.json_utils`: neither pin has a public name for it,
     and the launcher's public module, `kauldron.kxm`, does not import from PyPI (section
-    7). Section 7's sweep holds no boolean, so each of its commands parses: an optimizer
+    7). Section 7's sweep holds no boolean and no `None`, so each of its commands parses: an optimizer
     without one, as a JSON object, is parsed into the config it describes.
     """)
     for overrides in regression_config.sweep():
@@ -208,10 +210,11 @@ def experiment_from_the_command_line(lesson: Lesson, workdir):
 
     `kd.cli.data.ElementSpec(cfg=cfg)()` prints the element spec of a config's data,
     without training; `kauldron.cli.run.EvalShape(cfg=cfg)()` (a module `kd.cli` does
-    not import) prints the shapes of everything a training step computes. They also
-    print how long each stage took, which this page leaves out. The package's own
-    `kauldron/cli/README.md` writes `kd.cli.data.ElementSpec(cfg).execute()`: a
-    `TypeError`, as they take keyword arguments only, and they have no `execute`.
+    not import: `import kauldron.cli.run` first) prints the shapes of everything a
+    training step computes. They also print how long each stage took, which this page
+    leaves out. The package's own `kauldron/cli/README.md` writes
+    `kd.cli.data.ElementSpec(cfg).execute()`: a `TypeError`, as they take keyword
+    arguments only, and they have no `execute`.
     """)
     cfg = regression_config.get_config()
     cfg.workdir = str(workdir / "inspected")
