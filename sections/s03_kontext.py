@@ -163,6 +163,10 @@ def key_paths_wire_the_parts(lesson: Lesson):
                      and "'preds.logits'" in str(error) and "'batch.image'" not in str(error),
                      "the error names the field preds and the path 'preds.logit', suggests 'preds.logits', not the"
                      " distant 'batch.image'")
+        other = lesson.check_raises(KeyError, lambda: kontext.resolve_from_keyed_obj(
+            context, MeanGap(preds="preds.logits", targets="batch.lable")), "resolving MeanGap(targets='batch.lable')")
+        lesson.check("Couldn't resolve path for 'targets'" in str(other) and "'batch.lable'" in str(other),
+                     "that error names the field targets, not the path's first part, batch")
         l2_typo = losses.L2(preds="preds.yy", targets="batch.y")
         errors = [lesson.check_raises(KeyError, call, what) for call, what in
                   ((lambda: l2_typo.get_state_from_context(step_context), "L2(preds='preds.yy') on step_context"),

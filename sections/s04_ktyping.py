@@ -99,7 +99,9 @@ def named_axes_are_checked(lesson: Lesson):
     `@kt.typechecked` function it ties a name only within one annotation, so
     `transpose_by_mistake`'s body under it returns the `(3, 2)` transpose with no error.
     Called inside one, its names bind in that caller's scope: tied across the arguments,
-    and across every such call in the caller, so a second call with other sizes fails.
+    and across every such call in the caller, so a second call with other sizes fails (a
+    side effect ktyping's source admits: its checkers keep out of typeguard's way "only
+    partially", not inside an active scope).
     """)
     try:
         legacy_project(jnp.zeros((2, 16, 8)), jnp.zeros((5, 32)))
@@ -189,6 +191,13 @@ def named_axes_are_checked(lesson: Lesson):
         lesson.check_equal(bindings_after_a_call(jnp.zeros((7, 7))), {"p": 7, "q": 7, "b": 2, "c": 3},
                            "the caller's kt.dim after it called legacy_pair with (2, 3) and (2, 3): b and c bound in"
                            " the caller's scope")
+        import pathlib
+
+        import kauldron.ktyping.typeguard_checkers as checkers
+
+        lesson.check("this only partially works" in pathlib.Path(checkers.__file__).read_text(),
+                     "ktyping's source says its keeping out of typeguard's way 'only partially works'",
+                     internal="reads Kauldron's source")
 
         @kt.typechecked
         def two_calls(z: kt.Float["p q"]):
