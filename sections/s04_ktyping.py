@@ -100,8 +100,9 @@ def named_axes_are_checked(lesson: Lesson):
     `transpose_by_mistake`'s body under it returns the `(3, 2)` transpose with no error.
     Called inside one, its names bind in that caller's scope: tied across the arguments,
     and across every such call in the caller, so a second call with other sizes fails (a
-    side effect ktyping's source admits: its checkers keep out of typeguard's way "only
-    partially", not inside an active scope).
+    side effect ktyping's source admits: its checkers still take over typeguard's checks
+    for anything called inside an active scope, so keeping out of its way "only
+    partially works").
     """)
     try:
         legacy_project(jnp.zeros((2, 16, 8)), jnp.zeros((5, 32)))

@@ -4,8 +4,8 @@ A Kauldron experiment is a config file with a `get_config()`. `python -m kauldro
 loads it, applies `--cfg.<path>=<value>` flags on top, resolves it and trains; that is
 also what Kauldron's launcher runs for each job of a sweep, and, with `--eval_names`, for
 the job of a standalone evaluator beside the training. The workdir then records what ran:
-`config.json` holds the config after the flags of the last run that started without a
-checkpoint (a resumed run leaves it: section 9), TensorBoard files hold the losses.
+`config.json` holds the config after the flags of the last run that started with no
+checkpoint past step 0 to resume (section 9), TensorBoard files hold the losses.
 """
 
 import contextlib
@@ -72,7 +72,8 @@ def experiment_from_the_command_line(lesson: Lesson, workdir):
     ## Flag values are Python literals: a JSON object with `true` is not
 
     `kauldron.main` reads `--cfg` with konfig's `DEFINE_config_file`, built on
-    ml_collections' config flags, which parse each value with `ast.literal_eval`:
+    ml_collections' config flags, which parse each value of konfig's config, loaded
+    lazily and so typed by no field, with `ast.literal_eval`:
     `--cfg.model.hidden=0b10000` is 16. A bare `true` or `false` is first made `True` or
     `False` (`--cfg.train_ds.shuffle=false` works), but not `null`: a sweep value
     `None`, which the launcher writes `null`, arrives as the string `'null'` in a field
