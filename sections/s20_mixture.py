@@ -250,7 +250,7 @@ def mixture_and_augmentation(lesson: Lesson, workdir):
         lesson.check_equal(sum(not np.array_equal(first[i], second[i]) for i in first), len(first),
                            "the real digits this pipeline augments differently in epoch 2")
         lesson.check(list(first) != list(second), "epoch 2 holds the real digits in another order")
-        places = still_mixture(cfg)
+        places = still_mixture()
         real = [k for k in range(64) if not places[k]["shifted"]]
         lesson.check(len(real) == 48 and all(int(places[k]["index"]) == int(places[EPOCH + k]["index"])
                                              and not np.array_equal(places[k]["image"], places[EPOCH + k]["image"])
@@ -402,7 +402,7 @@ def max_difference_from_records(batch) -> float:
     return worst
 
 
-def still_mixture(cfg):
+def still_mixture():
     """The lesson's mixture, augmented, seed 0, with neither the Mix nor its sources
     shuffled, unbatched, over 2 epochs: its examples by place, `[k]`."""
     pipeline = mixture_config.get_config().train_ds
