@@ -86,8 +86,6 @@ def an_nnx_model(lesson: Lesson, workdir):
             quiet = captured_with_sow_noop(trainer.model, {"params": state.params, **state.collections}, x_eval)
             lesson.check_equal(dict(quiet["intermediates"]), {}, f"flax {flax.__version__}, nnx_sow_capture_noop on:"
                                " what the forward captures, asked to capture intermediates")
-            from kauldron import kontext
-
             lesson.check_raises(KeyError, lambda: kontext.resolve_from_keyed_obj(
                 kd.train.Context(step=0, batch={}, interms=dict(quiet["intermediates"])), trainer.train_metrics["enc_norm"]),
                 "the enc_norm metric's keys resolved, as the train step resolves them, in a context of what it captured")
