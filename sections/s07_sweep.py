@@ -37,7 +37,7 @@ def sweep_over_overrides(lesson: Lesson, workdir):
         print(overrides)
     with lesson.checks():
         sgd = list(regression_config.sweep())[-1]["optimizer"]
-        lesson.check(isinstance(sgd, konfig.ConfigDict) and sgd.__qualname__ == "optax:sgd",
+        lesson.check(isinstance(sgd, konfig.ConfigDict) and sgd.__qualname__ == "optax:sgd" and sgd[0] == 0.05,
                      "the last override's optimizer is a config of the call optax.sgd(0.05), not an optimizer")
 
     lesson.md("""
@@ -52,10 +52,14 @@ def sweep_over_overrides(lesson: Lesson, workdir):
     them later). A path must match how the config was written: `optimizer.learning_rate`
     works because `get_config` passes `learning_rate=` by keyword; on `optax.sgd(0.05)`,
     written positionally, it adds a second learning rate, and `konfig.resolve` raises
-    `TypeError`. Every run is cut to 50 steps: it makes `num_train_steps + 1` = 51
-    updates. The checks below make sure every override reached the resolved Trainer, not
-    just the config: the parameter shapes and the optimizer's updates are the ones the
-    overrides describe.
+    `TypeError`: there the path is `optimizer[0]`. Every run is cut to 50 steps, and the
+    loop runs steps 0 to 50: 51 updates. `train()` returns the final state and, as `aux`,
+    what its last step returned. Step 50 is a multiple of `log_metrics_every` (10), a
+    step that logs, so `aux` holds its loss: on its one batch of 32 rows, with the
+    parameters before its update. One batch is a rough ranking; here it only shows that
+    every override changed the run. The checks below make sure every override reached the resolved
+    Trainer, not just the config: the parameter shapes and the optimizer's updates are the
+    ones the overrides describe.
     """)
 
     final_loss, trainers = {}, {}
@@ -71,7 +75,7 @@ def sweep_over_overrides(lesson: Lesson, workdir):
         # The run's name: its overrides, a config value shown as the call it records.
         name = ", ".join(f"{path}={value!r}" for path, value in overrides.items()) or "(baseline)"
         name = name.replace("<ConfigDict[", "").replace("]>", "")
-        trainers[name], final_loss[name] = trainer, float(aux.loss_states["logcosh"].compute())  # the last step's
+        trainers[name], final_loss[name] = trainer, float(aux.loss_states["logcosh"].compute())  # step 50's
         print(f"{name:28} state.step {int(state.step)}  final logcosh {final_loss[name]:.4f}")
     fig, ax = plt.subplots(figsize=(7.5, 3), layout="constrained")
     ax.barh(list(final_loss), list(final_loss.values()))
@@ -83,6 +87,12 @@ def sweep_over_overrides(lesson: Lesson, workdir):
         for overrides, (name, trainer) in zip(regression_config.sweep(), trainers.items(), strict=True):
             check_the_override_took(lesson, trainer, overrides, name)
         lesson.check_equal(int(state.step), 51, "state.step after a run with num_train_steps=50")
+        check_the_last_step_loss(lesson, trainer, state, overrides, final_loss[name], workdir / "one-step-short")
+        lesson.check_equal(trainer.log_metrics_every, 10, "log_metrics_every in configs/regression.py")
+        loop, context = library_text("kauldron", "train/train_loop.py"), library_text("kauldron", "train/context.py")
+        lesson.check("log_metrics = i % trainer.log_metrics_every == 0" in loop and "return_losses=log_any," in loop
+                     and "loss_states=self.loss_states if return_losses else None" in context,
+                     "a step's losses reach aux only on a step that logs", internal="reads Kauldron's source")
         lesson.check(all(type(trainer.writer).__name__ == "NoopWriter" for trainer in trainers.values())
                      and not any(workdir.glob("run-*/**/events.out.tfevents.*"))
                      and not any(workdir.glob("run-*/*.json")),
@@ -103,6 +113,13 @@ def sweep_over_overrides(lesson: Lesson, workdir):
                                     "resolving optax.sgd(0.05) after set_by_path('optimizer.learning_rate', 0.1)")
         lesson.check("multiple values for argument 'learning_rate'" in str(error),
                      "the error: sgd() got multiple values for argument 'learning_rate'")
+        kontext.set_by_path(positional, "optimizer", optax_cfg.sgd(0.05))
+        kontext.set_by_path(positional, "optimizer[0]", 0.1)
+        import optax
+
+        lesson.check(updates_alike(konfig.resolve(positional.optimizer), optax.sgd(0.1)),
+                     "after set_by_path('optimizer[0]', 0.1) on optax.sgd(0.05), the resolved optimizer updates like"
+                     " optax.sgd(0.1)")
         lesson.fact("final_logcosh", final_loss)
 
     lesson.md("""
@@ -164,13 +181,13 @@ def sweep_over_overrides(lesson: Lesson, workdir):
                      "kxm's default --xp config, kd_base.py, sets sweep_info=kxm.KauldronSweep(), which the Experiment"
                      " gives the --xp.sweep value: so --xp.sweep=True alone reads sweep()", internal="reads Kauldron's source")
         best = min(final_loss, key=final_loss.get)
-        lesson.summary = f"{len(final_loss)} runs; best {final_loss[best]:.4f} ({best}); kxm does not import from PyPI"
+        lesson.summary = (f"{len(final_loss)} runs; lowest final logcosh {final_loss[best]:.4f} ({best}); kxm does not"
+                          " import from PyPI")
 
 
 def check_the_override_took(lesson: Lesson, trainer, overrides: dict, label: str) -> None:
     """The override must have reached the resolved Trainer, not just the config: the enc
-    kernel's shape, and two updates of the optimizer against those of the one described."""
-    import numpy as np
+    kernel's shape, and three updates of the optimizer against those of the one described."""
     import optax
 
     from sections.parts.regression import FEATURES
@@ -180,9 +197,8 @@ def check_the_override_took(lesson: Lesson, trainer, overrides: dict, label: str
     lesson.check_equal(params["enc"]["kernel"].shape, (FEATURES, hidden), f"{label}: the enc kernel's shape")
     expected = (konfig.resolve(overrides["optimizer"]) if "optimizer" in overrides
                 else optax.adam(overrides.get("optimizer.learning_rate", 1e-2)))  # the config's default
-    same = all(np.allclose(a, b) for a, b in zip(updates_from_fixed_gradients(trainer.optimizer),
-                                                 updates_from_fixed_gradients(expected)))
-    lesson.check(same, f"{label}: the resolved optimizer updates like the one the overrides describe")
+    lesson.check(updates_alike(trainer.optimizer, expected),
+                 f"{label}: the resolved optimizer updates like the one the overrides describe")
 
 
 def library_text(package: str, path: str) -> str:
@@ -193,15 +209,51 @@ def library_text(package: str, path: str) -> str:
     return (pathlib.Path(importlib.util.find_spec(package).origin).parent / path).read_text()
 
 
-def updates_from_fixed_gradients(transform) -> list:
-    """Two updates of a small vector from a fixed gradient: enough to tell adam(0.01),
-    adam(0.1) and sgd(0.05) apart."""
+def updates_alike(transform, other) -> bool:
+    """Whether two optax transforms make the same updates from the same gradients."""
     import numpy as np
 
-    params = np.zeros(4, np.float32)
-    grads = np.random.default_rng(0).normal(size=4).astype(np.float32)
+    return all(np.allclose(a, b) for a, b in zip(updates_from_fixed_gradients(transform),
+                                                  updates_from_fixed_gradients(other), strict=True))
+
+
+def updates_from_fixed_gradients(transform) -> list:
+    """Three updates of a small vector from three fixed gradients: different gradients, so
+    that an Adam of other betas would differ too (under one constant gradient, every
+    Adam's updates are about -lr * sign(g)); enough to tell adam(0.01), adam(0.1) and
+    sgd(0.05) apart."""
+    import numpy as np
+
+    params = np.ones(4, np.float32)  # not zeros: a weight decay would then do nothing
     state, found = transform.init(params), []
-    for _ in range(2):
+    for grads in np.random.default_rng(0).normal(size=(3, 4)).astype(np.float32):
         updates, state = transform.update(grads, state, params)
         found.append(np.asarray(updates))
     return found
+
+
+def check_the_last_step_loss(lesson: Lesson, trainer, state, overrides: dict, logged: float, workdir) -> None:
+    """The loss the last run's step 50 returned, by hand: logcosh on the pipeline's 51st
+    batch with the parameters of the same run stopped after step 49 (one update short),
+    not with its final ones."""
+    import itertools
+
+    import numpy as np
+
+    cfg = regression_config.get_config()
+    cfg.workdir, cfg.num_train_steps, cfg.writer = str(workdir), 49, None
+    for path, value in overrides.items():
+        kontext.set_by_path(cfg, path, value)
+    one_short, _ = konfig.resolve(cfg).train()
+    batch = next(itertools.islice(iter(trainer.train_ds), 50, None))  # an InMemoryPipeline repeats its order
+
+    def logcosh(params) -> float:
+        preds = np.asarray(trainer.model.apply({"params": params}, batch["x"])["y"])
+        return float(np.mean(np.log(np.cosh(preds - batch["y"]))))
+
+    lesson.check_equal(len(batch["x"]), 32, "the rows of batch 50")
+    lesson.check_close(logged, logcosh(one_short.params),
+                       "the last run's final logcosh = numpy's on batch 50 with the parameters before step 50's update",
+                       rel=1e-5)
+    lesson.check(abs(logged - logcosh(state.params)) > 1e-4 * logged,
+                 "it is not the loss with the final parameters, after that update")
