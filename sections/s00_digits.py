@@ -104,8 +104,9 @@ def digits_end_to_end(lesson: Lesson, workdir):
     A config is data until it is resolved (section 1). Resolved here, it builds the same
     pipeline and model, without training: a batch is 32 images of 8x8x1 floats and 32
     labels, each with its trailing axis, and `state_specs` gives the parameters' shapes,
-    from the first batch's, without running the model (`jax.eval_shape`); the pipeline
-    does read one real batch for its `element_spec`. The evaluator's batches of 120
+    from the first batch's, without computing a value: it traces the model's `init` on
+    shapes and dtypes only, as `jax.eval_shape` does. The pipeline does read one real batch for its
+    `element_spec`. The evaluator's batches of 120
     divide the 360 test digits: a pipeline drops a last, smaller batch by default
     (section 9).
     """)
@@ -140,9 +141,11 @@ def digits_end_to_end(lesson: Lesson, workdir):
     `tensorboard --logdir $WORKDIR/run` serves them as curves (the Scalars tab, one run per
     directory); `--inspect` lists what the files hold, without a server.
     `sections/parts/logs.py` (below) reads them back with TensorBoard's own reader. The
-    test accuracy peaks at step 75: the last evaluation is not the best. A training
-    metric is not merged across steps: the train accuracy logged at step 100 is that
-    step's batch's alone, a count of right digits out of 32.
+    test accuracy peaks at step 75: the last evaluation is not the best. The evaluator
+    names metrics only, so it reuses the training losses: `test/` holds `losses/xent`
+    too. Training metrics are logged every `log_metrics_every` steps, 100 by default: at
+    steps 0 and 100, as the loop runs steps 0 to 100. A training metric is not merged across steps: the train accuracy logged at
+    step 100 is that step's batch's alone, a count of right digits out of 32.
     """)
     lesson.shell("tensorboard --inspect --logdir $WORKDIR/run --tag metrics/accuracy",
                  shows=r"^(Found event files|/|Event statistics|tensor$|   \w+ )")
@@ -155,6 +158,12 @@ def digits_end_to_end(lesson: Lesson, workdir):
                                                        for row in train.values()),
                      "the train accuracy logged at steps 0 and 100: each a count out of one batch of 32")
         lesson.check((workdir / "run" / "train_complete.txt").exists(), "kauldron.main trained to the end (train_complete.txt)")
+        lesson.check_equal((trainer.log_metrics_every, "log_metrics_every" in cfg, cfg.num_train_steps),
+                           (type(trainer).log_metrics_every, False, 100),
+                           "log_metrics_every, left at the Trainer's default, unset in the config; num_train_steps")
+        lesson.check(all("losses/xent" in row for row in read_scalars(workdir / "run", "test").values())
+                     and "losses" not in cfg.evals.test and list(trainer.evals["test"].losses) == ["xent"],
+                     "the evaluator names no losses: it reuses the training ones, and test/ holds losses/xent")
         lesson.check_equal(sorted(accuracy), [0, 25, 50, 75, 100], "the steps the test evaluator ran at")
         lesson.check(accuracy[75] > max(value for step, value in accuracy.items() if step != 75),
                      f"the best test accuracy is step 75's ({accuracy[75]:.4f}), above the last one's"
@@ -231,9 +240,11 @@ def digits_end_to_end(lesson: Lesson, workdir):
     The checkpointer ranks a checkpoint by the metrics the evaluator computed in the
     training loop at the step of the save, not by its latest ones: save only on steps the
     evaluator runs. Here the config saves once more, at step 12 (`save_on_steps`), a
-    step the evaluator skips (it runs every 25): that save has no `test.accuracy`, and
-    training stops there with a `KeyError`. Step 12's checkpoint stays on disk,
-    unranked, after step 0's, ranked: `restore(state)` reads step 12's, the latest.
+    step the evaluator skips (it runs every 25): that save has no `test.accuracy`. Orbax
+    ranks the checkpoints when they outnumber `max_to_keep`, here at step 12 already
+    (two, and one to keep; with more kept, at a later save), and ranking step 12's stops
+    training with a `KeyError`. Step 12's checkpoint stays on disk, after step 0's:
+    `restore(state)` reads step 12's, the latest, not the only one evaluated.
     """)
     cfg.workdir = str(workdir / "save_at_12")
     cfg.checkpointer.save_on_steps = [12]  # not a step the evaluator runs
@@ -241,19 +252,21 @@ def digits_end_to_end(lesson: Lesson, workdir):
     try:
         trainer_12.train()
     except KeyError as error:
-        message = str(error)
+        failure = error
     trainer_12.checkpointer.close()  # waits for the save still in flight
-    print(message)
+    print(failure)
     with lesson.checks():
+        message = str(failure)
         lesson.check("'test.accuracy'" in message and "key: 'test'" in message,
                      "the error: the save's metrics have no test.accuracy")
+        check_where_ranking_fails(lesson, failure)
         trainer_12.checkpointer.reload()
         lesson.check_equal(list(trainer_12.checkpointer.all_steps), [0, 12],
-                           "the checkpoints on disk: step 0's, evaluated and ranked, and step 12's, the failed"
-                           " save; none after")
+                           "the checkpoints on disk: step 0's, evaluated, and step 12's, the failed save;"
+                           " none after")
         restored = konfig.resolve(cfg).checkpointer.restore(trainer_12.init_state())
         lesson.check_equal(int(restored.step), 12, "the state.step restore(state) reads there: step 12's, the latest,"
-                           " not step 0's, the ranked one")
+                           " not step 0's, the only one evaluated")
         lesson.summary = (f"test accuracy {accuracy[75]:.4f} at step 75 (kept, the best), {accuracy[100]:.4f} at"
                           f" step 100; numpy's equal; {len(wrong)} of 360 wrong")
 
@@ -261,6 +274,24 @@ def digits_end_to_end(lesson: Lesson, workdir):
 import functools  # noqa: E402 - the checks' own
 
 from sections.parts import accelerator  # noqa: E402
+
+
+def check_where_ranking_fails(lesson: Lesson, failure: KeyError) -> None:
+    """The KeyError comes from orbax ranking the checkpoints, which it does only when they
+    outnumber the ones to keep (orbax's source, and the error's frames)."""
+    import importlib.util
+    import pathlib
+    import traceback
+
+    frames = [frame.name for frame in traceback.extract_tb(failure.__traceback__)]
+    lesson.check("should_preserve" in frames and "_best_fn" in frames[frames.index("should_preserve"):],
+                 "the KeyError is raised as orbax chooses the checkpoints to keep (should_preserve), in"
+                 " Kauldron's ranking function (_best_fn)", internal="reads the error's frames")
+    orbax = pathlib.Path(importlib.util.find_spec("orbax.checkpoint").origin).parent
+    policy = (orbax / "_src" / "checkpoint_managers" / "preservation_policy.py").read_text()
+    lesson.check("if self.n is None or len(checkpoints) <= self.n:\n      return [True] * len(checkpoints)" in policy,
+                 "orbax's best-N policy keeps every checkpoint, ranking none, while they are no more than max_to_keep",
+                 internal="reads orbax's source")
 
 
 class CountedRows:
