@@ -34,8 +34,8 @@ def data_parallel_training(lesson: Lesson, workdir):
 
     The first config is the regression experiment as it is, for 20 steps. The second adds
     one line: `kd.sharding.FSDPSharding` for the parameters, which splits each one along
-    its largest axis that the device count divides. Its `min_size_to_shard_mb` (4 MB by
-    default) leaves smaller arrays whole, which here would be all of them, so it is set
+    its largest axis that the device count divides. Its `min_size_to_shard_mb` (4 MiB by
+    default) leaves arrays up to that size whole, which here would be all of them, so it is set
     to 0. Each config is written as JSON (section 1), for the process that trains them
     on 8 devices.
     """)
@@ -135,9 +135,12 @@ def data_parallel_training(lesson: Lesson, workdir):
 
     Under `FSDPSharding`, `enc.kernel` (16 x 32) is split along its 32 columns, so each
     device holds 16 x 4; a vector of 1 cannot be split 8 ways and stays whole. Adam's
-    moments `mu` and `nu` are split the same way as the parameter they follow (the
-    `opt_state` of a `ShardingStrategy` is `None` by default, which lets XLA propagate the
-    parameters' sharding). Training sees the same numbers. The command of the second step
+    moments `mu` and `nu` end up split the same way as the parameter they follow, but
+    not from the start: the `opt_state` of a `ShardingStrategy` is `None` by default, no
+    constraint, so `init_state()` leaves them whole on every device, and XLA splits them
+    like the parameters in the first update, which computes them from the split
+    gradients. Until then each device holds the whole optimizer state. Training sees the
+    same numbers. The command of the second step
     trained `fsdp.json` too, after `replicated.json`; here is what it wrote to the FSDP
     run's `sharding.json`.
     """)
@@ -154,7 +157,11 @@ def data_parallel_training(lesson: Lesson, workdir):
                                     "['out']['kernel']": [4, 1]}, "each parameter's shard shape under FSDP on 8 devices")
         lesson.check(all(fsdp["opt_state"][f"[0].{moment}{path}"] == array
                          for moment in ("mu", "nu") for path, array in fsdp["params"].items()),
-                     "Adam's mu and nu have each parameter's shape, shard shape and partition spec")
+                     "after training, Adam's mu and nu have each parameter's shape, shard shape and partition spec")
+        lesson.check(all(fsdp["opt_state at init"][f"[0].{moment}{path}"]["shard"] == array["shape"]
+                         and fsdp["opt_state at init"][f"[0].{moment}{path}"]["spec"] == []
+                         for moment in ("mu", "nu") for path, array in fsdp["params"].items()),
+                     "from init_state(), before the first update, Adam's mu and nu are whole on every device")
         from kauldron import kd
 
         lesson.check(kd.sharding.ShardingStrategy().opt_state is None,
@@ -206,8 +213,8 @@ def data_parallel_training(lesson: Lesson, workdir):
         lesson.check_equal(files_naming(r"jax\.distributed|distributed\.initialize|import distributed"), [],
                            "the files of the kauldron package that name jax.distributed or distributed.initialize",
                            internal="reads Kauldron's source")
-        lesson.summary = (f"batch split {DEVICES} ways; FSDP shards enc.kernel to 16x4, Adam's moments alike;"
-                          f" loss curves agree to {relative:.1g} relative")
+        lesson.summary = (f"batch split {DEVICES} ways; FSDP shards enc.kernel to 16x4, Adam's moments alike from the"
+                          f" first update; loss curves agree to {relative:.1g} relative")
 
 
 from sections.parts import network  # noqa: E402 - the checks' own, not the page's

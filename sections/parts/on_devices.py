@@ -8,7 +8,8 @@ after another, this resolves it, trains it, and prints the devices, how a batch 
 (put on the devices as `train()` puts it), whether a batch of 30 rows can be put there,
 and, for each parameter and each array of the optimizer state, its shape, the shape of
 the shard each device holds, and its partition spec; each line starts with the config
-file's name. It writes the same, as JSON, to `sharding.json` in the config's workdir.
+file's name. It writes the same, as JSON, to `sharding.json` in the config's workdir, with
+the optimizer state as `init_state()` placed it, before training (`opt_state at init`).
 XLA_FLAGS must be set before jax starts: hence a process of its own (section 11).
 """
 
@@ -37,6 +38,7 @@ def main(config_file: str) -> None:
         rows_30 = "placed"
     except ValueError as error:
         rows_30 = type(error).__name__
+    at_init = shards(trainer.init_state().opt_state)
     state, _ = trainer.train()
     report = {
         "devices": jax.device_count(),
@@ -44,6 +46,7 @@ def main(config_file: str) -> None:
         "batch of 30 rows": rows_30,
         "params": shards(state.params),
         "opt_state": shards(state.opt_state),
+        "opt_state at init": at_init,
         "distributed_initialized": jax.distributed.is_initialized(),
     }
     name = pathlib.Path(config_file).stem
