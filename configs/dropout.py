@@ -1,8 +1,8 @@
 """The regression experiment with dropout (section 14).
 
 `DropoutMLP` applies dropout after its encoder and records the mode it ran in, which a
-metric averages; one evaluator, every `STEPS` steps (so at step 0 and at the last step),
-reuses the training loss and metric.
+metric averages; one evaluator, every `STEPS` steps (so at step 0 and at step `STEPS`, the
+loop's last, on the state before that step's update), reuses the training loss and metric.
 
     python -m kauldron.main --cfg=configs/dropout.py --cfg.workdir=/absolute/path
 """

@@ -34,9 +34,9 @@ def randomness_and_modes(lesson: Lesson, workdir):
     `configs/dropout.py` (below) trains `DropoutMLP`, which declares `is_training =
     kd.nn.train_property()` and uses `kd.nn.Dropout`, which reads it. `train()` sets it
     on and an evaluator off; outside a Trainer you set it yourself, `model.apply(...,
-    is_training_property=...)`: without it, `init` and `apply` raise `ValueError`. In
-    training, dropout needs a key and two keys give two outputs; in evaluation it is
-    off.
+    is_training_property=...)`: without it, a model that reads it, as this one does,
+    raises `ValueError` in `init` and `apply`. In training, dropout needs a key and two
+    keys give two outputs; in evaluation it is off.
     """)
     cfg = dropout_config.get_config()
     cfg.workdir = str(workdir / "seed-0")
@@ -68,8 +68,9 @@ def randomness_and_modes(lesson: Lesson, workdir):
     By default the Trainer hands the model three streams: `params` at initialisation
     only, `dropout` and `default` at initialisation and at every training step (folded
     with the step), and none in evaluation. All derive from `seed`, which also seeds the
-    data pipeline's shuffle: the same seed trains to the same parameters, bit for bit, and
-    another seed draws other keys, other initial parameters and another batch order.
+    data pipeline's shuffle: the same seed trains to the same parameters, bit for bit on
+    the same machine, and another seed draws other keys, other initial parameters and
+    another batch order.
     """)
     streams = trainer.rng_streams
     print({"init": sorted(streams.init_rngs()), "train": sorted(streams.train_rngs(0)),
@@ -91,7 +92,8 @@ def randomness_and_modes(lesson: Lesson, workdir):
                            [["default", "dropout", "params"], ["default", "dropout"], []], "the streams at init, train, eval")
         lesson.check(not same(streams.train_rngs(0)["dropout"], streams.train_rngs(1)["dropout"]),
                      "the dropout key changes from one training step to the next")
-        lesson.check_equal(trainer.seed, 0, "the seed of the Trainer above (configs/regression.py sets it): the seed-0 run's")
+        lesson.check_equal((trainer.seed, dropout_config.get_config().get("seed")), (0, 0),
+                           "the seed of the Trainer above, and the one its config sets (configs/regression.py)")
         lesson.check(same(states["seed-0"].params, states["seed-0-again"].params), "two runs with seed 0 end bit for bit equal")
         lesson.check(not same(seed_1.rng_streams.train_rngs(0)["dropout"], streams.train_rngs(0)["dropout"]),
                      "with seed 1, the dropout key of step 0 differs from seed 0's")
@@ -106,8 +108,10 @@ def randomness_and_modes(lesson: Lesson, workdir):
 
     The model also records the mode it ran in (`interms.is_training[0]`), and a metric
     averages it: 1 in `train/`, 0 in `eval/`. So the evaluator's loss is the eval-mode
-    model's, without dropout: here the evaluator is run again on the final state, and a
-    check below recomputes its loss with numpy, the model in eval mode.
+    model's, without dropout. The run's evaluation at step 20, its last, saw the state
+    before that step's update (the loop runs steps 0 to 20: 21 updates): here the
+    evaluator is run again on the final state, and a check below recomputes its loss with
+    numpy, the model in eval mode.
     """)
     last = dropout_config.STEPS
     flags = {name: read_scalars(workdir / "seed-0", name)[last]["metrics/is_training"] for name in ("train", "eval")}
