@@ -61,10 +61,13 @@ def finetune_from_a_checkpoint(lesson: Lesson, workdir):
 
     `MLPNewHead` keeps `enc` and puts new layers, `adapter` and `head`, after it.
     `kd.ckpts.SimpleCheckpointLoader(workdir=...)` restores every parameter whose name is
-    in both models (not the optimizer's state, unless `load_opt_state=True`) and leaves
-    the new layers as they were initialised. The optimizer
+    in both models, and the model's other collections (BatchNorm's statistics, for one),
+    not the optimizer's state unless `load_opt_state=True`, and leaves the new layers as
+    they were initialised. The optimizer
     `kd.optim.partial_updates(..., mask=kd.optim.exclude("enc"))` zeroes the encoder's
-    updates, so only the new layers train. This run saves a checkpoint too.
+    updates, so only the new layers train. The pattern matches a whole key anywhere in a
+    parameter's path: it would freeze a `head.enc` too, and not a layer named `encoder`.
+    This run saves a checkpoint too.
     """)
     cfg = regression_config.get_config()
     cfg.workdir, cfg.num_train_steps = str(workdir / "finetune"), 50
@@ -87,6 +90,14 @@ def finetune_from_a_checkpoint(lesson: Lesson, workdir):
         lesson.check(same(loaded.params, pretrained["params"]) and not any(np.any(leaf) for leaf in jax.tree.leaves(loaded.opt_state)),
                      "into the pretraining model itself, the loader restores the parameters and leaves adam's state"
                      " (count, moments) at zero, not the checkpoint's")
+        import inspect
+
+        lesson.check("return self._partial_restore(state, ('params', 'collections'))"
+                     in inspect.getsource(kd.ckpts.SimpleCheckpointLoader),
+                     "SimpleCheckpointLoader restores params and collections", internal="reads Kauldron's source")
+        lesson.check_equal(kd.optim.exclude("enc")({"enc": {"kernel": 0}, "encoder": {"kernel": 0}, "head": {"enc": 0}}),
+                           {"enc": {"kernel": False}, "encoder": {"kernel": True}, "head": {"enc": False}},
+                           "kd.optim.exclude('enc')'s mask (True: updated) on enc, encoder and head.enc")
 
     lesson.md("""
     ## Train the head; the encoder stays frozen
