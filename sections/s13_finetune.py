@@ -61,9 +61,9 @@ def finetune_from_a_checkpoint(lesson: Lesson, workdir):
 
     `MLPNewHead` keeps `enc` and puts new layers, `adapter` and `head`, after it.
     `kd.ckpts.SimpleCheckpointLoader(workdir=...)` restores every parameter whose name is
-    in both models, and the model's other collections (BatchNorm's statistics, for one),
-    not the optimizer's state unless `load_opt_state=True`, and leaves the new layers as
-    they were initialised. The optimizer
+    in both models, and likewise, by name, the model's other collections (such as
+    BatchNorm's `batch_stats`), not the optimizer's state unless `load_opt_state=True`,
+    and leaves the new layers as they were initialised. The optimizer
     `kd.optim.partial_updates(..., mask=kd.optim.exclude("enc"))` zeroes the encoder's
     updates, so only the new layers train. The pattern matches a whole key anywhere in a
     parameter's path: it would freeze a `head.enc` too, and not a layer named `encoder`.
