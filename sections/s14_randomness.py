@@ -122,6 +122,10 @@ def randomness_and_modes(lesson: Lesson, workdir):
         lesson.check_equal(flags, {"train": 1.0, "eval": 0.0}, "the mode the model saw, averaged at the last step")
         lesson.check_equal(sorted(read_scalars(workdir / "seed-0", "eval")), [0, last, last + 1],
                            "the steps eval/ logged: EveryNSteps(20) in a run of num_train_steps=20, then the evaluation above")
+        at_20 = read_scalars(workdir / "seed-0", "eval")[last]["losses/logcosh"]
+        lesson.check(abs(at_20 - float(final)) > 1e-4 * float(final),
+                     "the run's evaluation at step 20 differs from the final state's: it saw the state before step 20's"
+                     " update")
         lesson.check_close(float(final), eval_mode_loss(trainer, states["seed-0"]),
                            "the evaluator's loss of the final state = numpy's, model in eval mode", rel=1e-5)
 
