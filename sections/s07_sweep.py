@@ -240,6 +240,8 @@ def check_the_last_step_loss(lesson: Lesson, trainer, state, overrides: dict, lo
 
     import numpy as np
 
+    from sections.parts import accelerator
+
     cfg = regression_config.get_config()
     cfg.workdir, cfg.num_train_steps, cfg.writer = str(workdir), 49, None
     for path, value in overrides.items():
@@ -252,8 +254,9 @@ def check_the_last_step_loss(lesson: Lesson, trainer, state, overrides: dict, lo
         return float(np.mean(np.log(np.cosh(preds - batch["y"]))))
 
     lesson.check_equal(len(batch["x"]), 32, "the rows of batch 50")
+    rel = accelerator.elementwise_rel()  # log and cosh: a TPU agrees with numpy to about four digits
     lesson.check_close(logged, logcosh(one_short.params),
                        "the last run's final logcosh = numpy's on batch 50 with the parameters before step 50's update",
-                       rel=1e-5)
-    lesson.check(abs(logged - logcosh(state.params)) > 1e-4 * logged,
-                 "it is not the loss with the final parameters, after that update")
+                       rel=rel)
+    after = abs(logged - logcosh(state.params)) / logged
+    lesson.check(after > 10 * rel, f"it is not the loss with the final parameters, after that update ({after:.1g} apart)")
