@@ -7,9 +7,10 @@ too. Here 8 CPU devices are simulated, which must be set before jax starts, so t
 8-device runs happen in a process of their own (`sections/parts/on_devices.py`).
 
 On a machine with one TPU, start the notebook with `%env JAX_PLATFORMS=cpu`, before
-anything imports jax: the kernel's own run (step 3) is compared with the 8-device runs
-to 1e-5, which a TPU's rounding would not meet, and a kernel holding the chip stops the
-last step's commands, which do not set `JAX_PLATFORMS`, from opening it (section 0).
+anything imports jax: the kernel's own run ("The same numbers as on one device") is
+compared with the 8-device runs to 1e-5, which a TPU's rounding would not meet, and a
+kernel holding the chip stops the commands of "Past one host", which do not set
+`JAX_PLATFORMS`, from opening it (section 0).
 This tutorial runs this page on the CPU there.
 """
 
@@ -66,7 +67,7 @@ def data_parallel_training(lesson: Lesson, workdir):
     machine, set it for the kernel too: see the top of this page).
     `sections/parts/on_devices.py` (below) trains each config it is given on all 8 CPU
     devices, one after the other, and prints how each array was placed; shown here, the
-    default strategy's lines (the FSDP config's are read in a later step). Each batch of
+    default strategy's lines (the FSDP config's are read under "With FSDP" below). Each batch of
     32 rows is split along its first axis, the mesh axis `devices`: 8 shards of 4 rows.
     So the batch size must be divisible by the device count, an evaluator's too (it
     places its batches with the same `trainer.sharding.batch`): a batch of 30 rows
@@ -139,9 +140,9 @@ def data_parallel_training(lesson: Lesson, workdir):
     not from the start: the `opt_state` of a `ShardingStrategy` is `None` by default, no
     constraint, so `init_state()` leaves them whole on every device, and training splits
     them like the parameters (the state `train()` returns). At the start, each device
-    holds the whole optimizer state. Training sees the same numbers. The command of the second step
-    trained `fsdp.json` too, after `replicated.json`; here is what it wrote to the FSDP
-    run's `sharding.json`.
+    holds the whole optimizer state. Training sees the same numbers. The command under
+    "On 8 devices, by default" trained `fsdp.json` too, after `replicated.json`; here is
+    what it wrote to the FSDP run's `sharding.json`.
     """)
     fsdp = json.loads((workdir / "fsdp" / "sharding.json").read_text())
     for part, arrays in (("params", fsdp["params"]), ("opt_state", fsdp["opt_state"])):
