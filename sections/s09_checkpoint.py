@@ -46,8 +46,9 @@ def evaluate_checkpoint_resume(lesson: Lesson, workdir):
     `checkpointer.restore(fresh)`, `fresh` being a train state of the same structure; it
     deletes that state's arrays by default to free their memory (`donate=False` keeps
     them), so give it a fresh one. The Trainer that trained cannot do this: its
-    checkpointer set itself up for the first thing it saved, the train state with its
-    timer and data iterator, and refuses a lone train state with a `ValueError`.
+    checkpointer set itself up for the first state it saved or restored, here the train
+    state with its timer and data iterator, and refuses a lone train state with a
+    `ValueError`.
     """)
     cfg = regression_config.get_config()
     cfg.workdir = str(workdir / "run")
@@ -182,8 +183,9 @@ def evaluate_checkpoint_resume(lesson: Lesson, workdir):
     (below) does. Its run here plays a preemption: `train()` saves on its Checkpointer's
     schedule, not when it ends, so a run of 60 steps that saves every 40 keeps step 40's
     checkpoint as its last, as a job stopped after saving step 40 would, and trains
-    again from there. These runs write no logs (`writer = None`): only their parameters
-    are compared.
+    again from there. The runs never stopped write no logs (`writer = None`): only their
+    parameters are compared. The PyGrain run's restart keeps the default writer: the
+    steps it logs show where it began.
     """)
     # InMemoryPipeline: the run resumed above, against a run of 60 steps never interrupted.
     in_memory = regression_config.get_config()
@@ -196,6 +198,7 @@ def evaluate_checkpoint_resume(lesson: Lesson, workdir):
     pygrain.checkpointer.save_interval_steps = 40
     pygrain.writer = None
     pygrain_uninterrupted, _ = konfig.resolve(pygrain).train()
+    del pygrain.writer  # the restart logs, with the Trainer's default writer
     pygrain_again = konfig.resolve(pygrain)
     pygrain_resumed_from = pygrain_again.checkpointer.latest_step
     pygrain_resumed, _ = pygrain_again.train()
@@ -213,10 +216,12 @@ def evaluate_checkpoint_resume(lesson: Lesson, workdir):
                      "InMemoryPipeline: the resumed run is ckpt_40's state trained on the pipeline's batches 0 to 20"
                      " (within 1e-5): its data started over")
         lesson.check_equal(pygrain_resumed_from, 40, "the checkpoint the PyGrain run resumes from")
+        lesson.check_equal(sorted(read_scalars(workdir / "pygrain", "train")), [40, 50, 60],
+                           "the steps the PyGrain restart logged (every 10): it began at step 40, not 0")
         lesson.check_equal(differences["kd.data.py.DataSource"], 0.0, "PyGrain DataSource: the max |param difference|")
-        lesson.check_equal([path.name for name in ("in-memory-uninterrupted", "pygrain")
-                            for path in (workdir / name).rglob("events.out.tfevents.*")], [],
-                           "the event files of the runs given writer = None")
+        lesson.check_equal([path.name for path in (workdir / "in-memory-uninterrupted").rglob("events.out.tfevents.*")],
+                           [], "the event files of the InMemoryPipeline run given writer = None (the PyGrain one's: no"
+                           " step before 40 above)")
         import importlib
 
         missing = lesson.check_raises(ModuleNotFoundError, lambda: importlib.import_module("kauldron.data.tf"),
