@@ -67,7 +67,9 @@ def config_is_a_call_tree(lesson: Lesson):
     lesson.md("""
     ## Edit it, then resolve it
 
-    Until it is resolved, a config is data: set a field and the call changes.
+    Until it is resolved, a config is data: set a field and the call changes. A field
+    keeps the type it was given, though: `learning_rate`, given a float, refuses a
+    schedule's config with `TypeError`; set it to `None` first, then to the schedule.
     `konfig.resolve` makes the call and returns a new object; the config stays editable,
     and resolving it again builds anew. By default it also freezes the config's
     containers: a list becomes a tuple, a dict an immutable one (`freeze=False` keeps
@@ -90,13 +92,22 @@ def config_is_a_call_tree(lesson: Lesson):
         lesson.check_raises(TypeError, lambda: operator.setitem(frozen["options"], "a", 2),
                             "setting a key of a dict in a config, resolved")
         lesson.check_equal((type(kept["sizes"]), type(kept["options"])), (list, dict),
-                           "resolved with freeze=False: the list and the dict as they were")
+                           "resolved with freeze=False: a plain list and a plain dict")
+        typed = optax_cfg.adam(learning_rate=0.003)
+        lesson.check_raises(TypeError, lambda: setattr(typed, "learning_rate", optax_cfg.constant_schedule(0.1)),
+                            "setting a config's float field to a schedule's config")
+        typed.learning_rate = None
+        typed.learning_rate = optax_cfg.constant_schedule(0.1)
+        lesson.check(same_updates(konfig.resolve(typed), optax.adam(optax.constant_schedule(0.1))),
+                     "set to None first, the field takes the schedule: it resolves to adam(constant_schedule(0.1))")
 
     lesson.md("""
     ## A whole optimizer is nested dicts, and JSON holds it
 
-    However deep the call tree, it is nested dicts: `to_json()` writes it, and a
-    `ConfigDict` read back from that JSON resolves to the same optimizer. optax itself
+    However deep the call tree, it is nested dicts: `to_json()` writes it, as long as
+    every value is one JSON has (a tuple comes back a list; a slice is refused with
+    `TypeError`), and a `ConfigDict` read back from that JSON resolves to the same
+    optimizer. optax itself
     knows nothing of konfig.
     """)
     chain = optax_cfg.chain(
@@ -112,6 +123,9 @@ def config_is_a_call_tree(lesson: Lesson):
         direct = optax.chain(optax.clip_by_global_norm(1.0), optax.scale_by_adam(b2=0.99),
                              optax.scale_by_learning_rate(0.003))
         lesson.check(same_updates(rebuilt, direct), "the chain rebuilt from JSON updates exactly like one built with optax")
+        lesson.check_equal(json.loads(konfig.ConfigDict({"pair": (1, 2)}).to_json()), {"pair": [1, 2]},
+                           "a tuple, written by to_json() and read back")
+        lesson.check_raises(TypeError, konfig.ConfigDict({"rows": slice(1, 2)}).to_json, "to_json() of a slice")
         lesson.check_equal(files_naming(optax, ("konfig", "kauldron")), [], "the files of the optax package that name"
                            " konfig or kauldron", internal="reads optax's source")
 
