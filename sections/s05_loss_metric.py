@@ -79,9 +79,9 @@ def loss_and_metric(lesson: Lesson):
     ## A mask is a key too
 
     Give the loss `mask="batch.mask"`, and it masks by the array the context holds there:
-    only values where the mask is 1 count, and the average is over those (the default,
-    `normalize_by="mask"`; `normalize_by="values"` divides their sum by the number of all
-    the values). A loss without the key ignores the mask in the batch. (Called with
+    with a mask of 0s and 1s, only values where it is 1 count, and the average is over
+    those (the default, `normalize_by="mask"`; `normalize_by="values"` divides their sum
+    by the number of all the values). A loss without the key ignores the mask in the batch. (Called with
     arrays, `mask=` is an array and the key plays no part.)
     """)
     masked = LogCosh(preds="preds.y", targets="batch.y", mask="batch.mask")
@@ -110,7 +110,8 @@ def loss_and_metric(lesson: Lesson):
 
     `WithinTol` counts the predictions within `tol` of their target. Its state is
     `kd.metrics.AverageState`, the state of Kauldron's averaging metrics
-    (`kd.metrics.Accuracy`, `Psnr`, `Norm`...; a loss's is `AllReduceMean`): `total` sums
+    (`kd.metrics.Accuracy`, `Psnr`, `Norm`...; a loss's is `AllReduceMean`, from
+    `kauldron.losses.base`, which `kd.losses` does not export): `total` sums
     the values, here the hits, and `count` counts them. Merging adds each, so merging the
     states of a batch of 6 rows and one of 2 gives the pooled ratio over all 8, not the
     mean of the two batches' ratios (the last line: wrong, and quietly so). This is how
@@ -132,6 +133,7 @@ def loss_and_metric(lesson: Lesson):
         lesson.check(all(m.State is AllReduceMean and not issubclass(m.State, kd.metrics.AverageState)
                          for m in (kd.losses.Loss, kd.losses.L2, LogCosh)),
                      "a loss's state (kd.losses.Loss's, L2's, LogCosh's) is AllReduceMean, not an AverageState")
+        lesson.check(not hasattr(kd.losses, "AllReduceMean"), "kd.losses does not export AllReduceMean")
         lesson.check_equal(float(merged.compute()), float(np.mean(np.abs(error) < 0.5)),
                            "the merged state's value = the pooled ratio over all 8 rows")
         lesson.check_equal(float(small.merge(big).compute()), float(merged.compute()), "merging in the other order")
@@ -153,10 +155,11 @@ def loss_and_metric(lesson: Lesson):
     does, from the last axis: for values of shape (8, 4), a mask of one value per row has
     shape (8, 1), as `batch.mask` above; one of shape (8,) is refused, and one of shape
     (4,) would mask columns. `kd.metrics.AverageState.from_values` aligns the mask on the
-    first axis, the batch, and adds the missing axes after it: there (8,) masks rows. A
-    metric masks only if it declares a `mask` key and passes the mask to `from_values`,
-    as `kd.metrics.Accuracy` does: `kd.metrics.Metric` has no `mask` field, so
-    `WithinTol` takes no mask.
+    first axis, the batch, and adds the missing axes after it: there (8,) masks rows. An
+    averaging metric masks only if it declares a `mask` key and passes the mask to
+    `from_values`, as `kd.metrics.Accuracy` does (whose type annotations still ask for a
+    mask of shape (8, 1) here, as a loss does): `kd.metrics.Metric` has no `mask` field,
+    so `WithinTol` takes no mask.
     """)
     rows = jnp.asarray([1.0] * 3 + [0.0] * 5)  # one value per row: shape (8,)
     try:
@@ -191,6 +194,11 @@ def loss_and_metric(lesson: Lesson):
                                  (context=accuracy)), float(hit[:3].mean()),
                            "kd.metrics.Accuracy with mask='batch.mask': the accuracy over the mask's 3 rows", rel=1e-6)
         lesson.check(float(hit[:3].mean()) != float(hit.mean()), "here, the accuracy over 3 rows is not the one over 8")
+        from typeguard import TypeCheckError
+
+        lesson.check_raises(TypeCheckError, lambda: kd.metrics.Accuracy(
+            logits="preds.y", labels="batch.label", mask="batch.mask")(context={**accuracy, "batch": {
+                "label": labels, "mask": rows}}), "kd.metrics.Accuracy given a mask of shape (8,): its type check")
 
     lesson.md("""
     ## `AutoState`, for a state that is not an average
