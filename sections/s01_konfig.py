@@ -94,12 +94,15 @@ def config_is_a_call_tree(lesson: Lesson):
         lesson.check_equal((type(kept["sizes"]), type(kept["options"])), (list, dict),
                            "resolved with freeze=False: a plain list and a plain dict")
         typed = optax_cfg.adam(learning_rate=0.003)
-        lesson.check_raises(TypeError, lambda: setattr(typed, "learning_rate", optax_cfg.constant_schedule(0.1)),
-                            "setting a config's float field to a schedule's config")
+        refused = lesson.check_raises(TypeError, lambda: setattr(typed, "learning_rate", optax_cfg.linear_schedule(
+            0.1, 0.0, 10)), "setting a config's float field to a schedule's config")
+        lesson.check("cannot be casted to type <class 'float'>" in str(refused), "the error: it cannot be cast to a float")
         typed.learning_rate = None
-        typed.learning_rate = optax_cfg.constant_schedule(0.1)
-        lesson.check(same_updates(konfig.resolve(typed), optax.adam(optax.constant_schedule(0.1))),
-                     "set to None first, the field takes the schedule: it resolves to adam(constant_schedule(0.1))")
+        typed.learning_rate = optax_cfg.linear_schedule(0.1, 0.0, 10)
+        lesson.check(same_updates(konfig.resolve(typed), optax.adam(optax.linear_schedule(0.1, 0.0, 10)))
+                     and not same_updates(konfig.resolve(typed), optax.adam(0.1)),
+                     "set to None first, the field takes the schedule: it resolves to adam(linear_schedule(0.1, 0, 10)),"
+                     " not adam(0.1)")
 
     lesson.md("""
     ## A whole optimizer is nested dicts, and JSON holds it
