@@ -183,9 +183,9 @@ def evaluate_checkpoint_resume(lesson: Lesson, workdir):
     (below) does. Its run here plays a preemption: `train()` saves on its Checkpointer's
     schedule, not when it ends, so a run of 60 steps that saves every 40 keeps step 40's
     checkpoint as its last, as a job stopped after saving step 40 would, and trains
-    again from there. The runs never stopped write no logs (`writer = None`): only their
-    parameters are compared. The PyGrain run's restart keeps the default writer: the
-    steps it logs show where it began.
+    again from there. The two runs of 60 steps write no logs (`writer = None`): only
+    their parameters are compared. The PyGrain run's restart gets the default writer
+    back (`del` the field): the steps it logs show where it began.
     """)
     # InMemoryPipeline: the run resumed above, against a run of 60 steps never interrupted.
     in_memory = regression_config.get_config()
