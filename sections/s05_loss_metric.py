@@ -111,12 +111,14 @@ def loss_and_metric(lesson: Lesson):
     `WithinTol` counts the predictions within `tol` of their target. Its state is
     `kd.metrics.AverageState`, the state of Kauldron's averaging metrics
     (`kd.metrics.Accuracy`, `Psnr`, `Norm`...; a loss's is `AllReduceMean`, from
-    `kauldron.losses.base`, which `kd.losses` does not export): `total` sums
-    the values, here the hits, and `count` counts them. Merging adds each, so merging the
-    states of a batch of 6 rows and one of 2 gives the pooled ratio over all 8, not the
-    mean of the two batches' ratios (the last line: wrong, and quietly so). This is how
-    an evaluator combines its batches (section 9); a training metric is not merged across
-    steps: each logging step writes its own batch's (section 0 shows it).
+    `kauldron.losses.base`, which `kd.losses` does not export): `total` sums the values,
+    here the hits, and `count` counts them. Merging adds each, so merging the states of a
+    batch of 6 rows and one of 2 gives the pooled ratio over all 8, not the mean of the
+    two batches' ratios (the last line: wrong, and quietly so). This is how an evaluator
+    combines its batches (section 9); a training metric is not merged across steps: each
+    logging step writes its own batch's (section 0 shows it). A state remembers the
+    metric that made it: merging the states of two metrics, even of one class with other
+    settings, raises `ValueError`.
     """)
     metric = WithinTol(preds="preds.y", targets="batch.y", tol=0.5)
     big, small = metric.get_state(preds=preds[:6], targets=targets[:6]), metric.get_state(preds=preds[6:], targets=targets[6:])
@@ -136,6 +138,10 @@ def loss_and_metric(lesson: Lesson):
         lesson.check(not hasattr(kd.losses, "AllReduceMean"), "kd.losses does not export AllReduceMean")
         lesson.check_equal(float(merged.compute()), float(np.mean(np.abs(error) < 0.5)),
                            "the merged state's value = the pooled ratio over all 8 rows")
+        other = WithinTol(preds="preds.y", targets="batch.y", tol=0.25).get_state(preds=preds[6:], targets=targets[6:])
+        mixed = lesson.check_raises(ValueError, lambda: big.merge(other),
+                                    "merging WithinTol(tol=0.5)'s state with WithinTol(tol=0.25)'s")
+        lesson.check("different metrics" in str(mixed), "the error: the states come from different metrics")
         lesson.check_equal(float(small.merge(big).compute()), float(merged.compute()), "merging in the other order")
         called = metric(preds=preds, targets=targets)
         lesson.check(not isinstance(called, kd.metrics.State)
