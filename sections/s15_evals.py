@@ -218,9 +218,12 @@ def evaluators_and_summaries(lesson: Lesson, workdir):
 
     The job found one checkpoint, the newest: `every/` holds step 40 only, although
     `ckpt_0` and `ckpt_20` are there too. Once its waits were over, `final` evaluated
-    the same checkpoint. Neither names losses or metrics, so both use the training ones.
+    the same checkpoint. Neither names losses, metrics or summaries, so both use the
+    training ones, summaries included.
     The job also made a folder of its own in the run's workdir, named after its
-    evaluators: `_eval_every:final/`, whose `checkpoints/` is empty once the job has ended.
+    evaluators: `_eval_every:final/`. Its `checkpoints/` stays empty: the job copies there
+    the state it is evaluating, to resume after a preemption, only with
+    `cfg.setup.preemptable_eval = True` (off by default).
     """)
     for name in ("every", "final"):
         print(name, {tag: {step: round(float(value), 6) for step, value in values.items()}
@@ -236,6 +239,9 @@ def evaluators_and_summaries(lesson: Lesson, workdir):
                      "the eval job's own folder in the run's workdir, _eval_every:final, its checkpoints/ empty"
                      " once the job has ended",
                      internal="reads Kauldron's file layout")
+        check_preemptable_eval(lesson, trainer)
+        lesson.check({"summaries/preds", "summaries/enc"} <= set(every) and {"summaries/preds", "summaries/enc"} <= set(final),
+                     "every/ and final/ hold the training summaries too: the histogram and the image")
         log = eval_job.output
         lesson.check(0 <= log.find("Timed out waiting for new checkpoint") < log.find("collection=final"),
                      "final evaluated after the job's last wait for a new checkpoint",
@@ -398,6 +404,20 @@ def logged_steps(workdir, collection: str, tag: str) -> list[int]:
 
     return [int(event.step) for path in event_files(workdir, collection) for event in EventFileLoader(str(path)).Load()
             for value in event.summary.value if value.tag == tag]
+
+
+def check_preemptable_eval(lesson: Lesson, trainer) -> None:
+    """Only with setup.preemptable_eval does an eval job copy the state it evaluates to its
+    own checkpoints/ (Kauldron's source), and it is off by default."""
+    import inspect
+
+    from kauldron.evals import eval_impl
+
+    lesson.check(trainer.setup.preemptable_eval is False
+                 and "if trainer.setup.preemptable_eval:\n        eval_ckpt.save(state, step=step)"
+                 in inspect.getsource(eval_impl),
+                 "the job saves the state it evaluates there only with setup.preemptable_eval, False by default",
+                 internal="reads Kauldron's source")
 
 
 def check_eval_job_times(lesson: Lesson, output: str) -> None:
