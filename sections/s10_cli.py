@@ -81,8 +81,8 @@ def experiment_from_the_command_line(lesson: Lesson, workdir):
     object, JSON's `true` is not a Python literal either: the value stays a string, and
     a field that holds a config refuses a string. Kauldron's launcher writes each value
     of a sweep as JSON (a string as it is, unquoted); an optimizer such as
-    `optax.adamw(0.001, nesterov=True)` becomes such an object, and the job fails at its
-    flags. Swept as the string `"py::optax.adamw(0.001, nesterov=True)"`, it arrives as
+    `optax.adamw(0.001, nesterov=True)` becomes such an object, and the job, started,
+    fails as it applies that flag to the config. Swept as the string `"py::optax.adamw(0.001, nesterov=True)"`, it arrives as
     a `py::` expression, which `kauldron.main` builds.
     """)
     adamw = lesson.shell("python -m kauldron.main --cfg=configs/regression.py --cfg.workdir=$WORKDIR/adamw"
@@ -95,6 +95,10 @@ def experiment_from_the_command_line(lesson: Lesson, workdir):
         lesson.check(adamw.returncode != 0 and "is of original type <class 'str'>" in adamw.output,
                      "the launcher's JSON of optax.adamw(0.001, nesterov=True) as --cfg.optimizer fails:"
                      " the value arrived as a string (TypeError)")
+        lesson.check("kauldron/main.py\", line" in adamw.output and ", in main\n" in adamw.output
+                     and "Error trying to mutate path optimizer" in adamw.output,
+                     "it fails inside kauldron/main.py's main(), setting the flag's value at the path optimizer",
+                     internal="reads the traceback")
         lesson.check_equal(json_utils.arg_to_json(optax_cfg.adamw(0.001, nesterov=True)), ADAMW_JSON,
                            "arg_to_json, the launcher's encoder, of optax.adamw(0.001, nesterov=True): the command's JSON",
                            internal="a private name")
@@ -128,8 +132,9 @@ def experiment_from_the_command_line(lesson: Lesson, workdir):
     such a command, each value encoded by `arg_to_json`. This page imports it from its
     private module, `kauldron.xm._src.json_utils`: neither pin has a public name for it,
     and the launcher's public module, `kauldron.kxm`, does not import from PyPI (section
-    7). Section 7's sweep holds no boolean and no `None`, so each of its commands parses: an optimizer
-    without one, as a JSON object, is parsed into the config it describes.
+    7). Section 7's sweep holds no `None` and no object with a boolean inside, so each of
+    its commands parses: an optimizer without one, as a JSON object, is parsed into the
+    config it describes.
     """)
     for overrides in regression_config.sweep():
         print(shlex.join(["python", "-m", "kauldron.main", "--cfg=configs/regression.py",
