@@ -117,8 +117,8 @@ def loss_and_metric(lesson: Lesson):
     two batches' ratios (the last line: wrong, and quietly so). This is how an evaluator
     combines its batches (section 9); a training metric is not merged across steps: each
     logging step writes its own batch's (section 0 shows it). A state remembers the
-    metric that made it: merging the states of two metrics, even of one class with other
-    settings, raises `ValueError`.
+    metric that made it: merging the states of two metrics that differ in any setting,
+    keys included, raises `ValueError`; two equal ones, even built apart, merge.
     """)
     metric = WithinTol(preds="preds.y", targets="batch.y", tol=0.5)
     big, small = metric.get_state(preds=preds[:6], targets=targets[:6]), metric.get_state(preds=preds[6:], targets=targets[6:])
@@ -141,7 +141,11 @@ def loss_and_metric(lesson: Lesson):
         other = WithinTol(preds="preds.y", targets="batch.y", tol=0.25).get_state(preds=preds[6:], targets=targets[6:])
         mixed = lesson.check_raises(ValueError, lambda: big.merge(other),
                                     "merging WithinTol(tol=0.5)'s state with WithinTol(tol=0.25)'s")
-        lesson.check("different metrics" in str(mixed), "the error: the states come from different metrics")
+        lesson.check("different metrics" in str(mixed) and big.parent == metric,
+                     "the error: the states come from different metrics (a state's parent: the metric that made it)")
+        equal = WithinTol(preds="preds.y", targets="batch.y", tol=0.5).get_state(preds=preds[6:], targets=targets[6:])
+        lesson.check_equal(float(big.merge(equal).compute()), float(merged.compute()),
+                           "merging with the state of an equal WithinTol built apart: the same pooled ratio")
         lesson.check_equal(float(small.merge(big).compute()), float(merged.compute()), "merging in the other order")
         called = metric(preds=preds, targets=targets)
         lesson.check(not isinstance(called, kd.metrics.State)
