@@ -10,8 +10,9 @@ import pytest
 
 
 EXPECTED = os.environ.get("TUTORIAL_EXPECT_ETILS_PRNG")
-ARRAYSPEC_SECTIONS = ["digits", "ref", "ktyping", "trainer", "sweep", "guardrails", "checkpoint", "cli", "sharding", "data",
-                      "finetune", "randomness", "evals", "export", "nnx", "multihost", "grad-accum", "mixture", "writer"]
+ARRAYSPEC_SECTIONS = ["digits", "ref", "ktyping", "loss-metric", "trainer", "sweep", "guardrails", "checkpoint", "cli",
+                      "sharding", "data", "finetune", "randomness", "evals", "export", "nnx", "multihost", "grad-accum",
+                      "mixture", "writer"]
 # They fail in a command they run (`python -m ...`), and report its last error line.
 CHILD_PROCESS_SECTIONS = ["digits", "cli", "sharding", "evals", "multihost"]
 PRNG_ERROR = ("AttributeError", "module 'jax._src' has no attribute 'prng'")
@@ -45,6 +46,8 @@ def test_without_compat_exactly_the_arrayspec_sections_fail_with_the_prng_error(
     for slug, error in failed.items():
         if slug in CHILD_PROCESS_SECTIONS:
             assert error["type"] == "LessonFailed" and error["message"].endswith(": ".join(PRNG_ERROR))
+        elif error["type"] == "CheckFailed":  # a check that expected another error met this one
+            assert error["message"].endswith("got " + ": ".join(PRNG_ERROR)), error["message"]
         else:
             assert (error["type"], error["message"]) == PRNG_ERROR
     assert run.results["totals"]["passed"] == len(run.results["sections"]) - len(ARRAYSPEC_SECTIONS)
