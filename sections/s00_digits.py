@@ -105,10 +105,9 @@ def digits_end_to_end(lesson: Lesson, workdir):
     pipeline and model, without training: a batch is 32 images of 8x8x1 floats and 32
     labels, each with its trailing axis, and `state_specs` gives the parameters' shapes,
     from the first batch's, without computing a value: it traces the model's `init` on
-    shapes and dtypes only, as `jax.eval_shape` does. The pipeline does read one real batch for its
-    `element_spec`. The evaluator's batches of 120
-    divide the 360 test digits: a pipeline drops a last, smaller batch by default
-    (section 9).
+    shapes and dtypes only, as `jax.eval_shape` does. The pipeline does read one real
+    batch for its `element_spec`. The evaluator's batches of 120 divide the 360 test
+    digits: a pipeline drops a last, smaller batch by default (section 9).
     """)
     cfg = digits_config.get_config()
     cfg.workdir, cfg.aux.data_dir = str(workdir / "run"), str(data_dir)
@@ -138,14 +137,15 @@ def digits_end_to_end(lesson: Lesson, workdir):
 
     The run wrote its losses and metrics as TensorBoard event files in the workdir, one
     directory per collection: `train/`, and `test/` for the evaluator.
-    `tensorboard --logdir $WORKDIR/run` serves them as curves (the Scalars tab, one run per
-    directory); `--inspect` lists what the files hold, without a server.
+    `tensorboard --logdir $WORKDIR/run` serves them as curves (the Scalars tab, one run
+    per directory); `--inspect` lists what the files hold, without a server.
     `sections/parts/logs.py` (below) reads them back with TensorBoard's own reader. The
     test accuracy peaks at step 75: the last evaluation is not the best. The evaluator
     names metrics only, so it reuses the training losses: `test/` holds `losses/xent`
     too. Training metrics are logged every `log_metrics_every` steps, 100 by default: at
-    steps 0 and 100, as the loop runs steps 0 to 100. A training metric is not merged across steps: the train accuracy logged at
-    step 100 is that step's batch's alone, a count of right digits out of 32.
+    steps 0 and 100, as the loop runs steps 0 to 100. A training metric is not merged
+    across steps: the train accuracy logged at step 100 is that step's batch's alone, a
+    count of right digits out of 32.
     """)
     lesson.shell("tensorboard --inspect --logdir $WORKDIR/run --tag metrics/accuracy",
                  shows=r"^(Found event files|/|Event statistics|tensor$|   \w+ )")

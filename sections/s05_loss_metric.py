@@ -78,11 +78,11 @@ def loss_and_metric(lesson: Lesson):
     lesson.md("""
     ## A mask is a key too
 
-    Give the loss `mask="batch.mask"`, and it masks by the array the context holds there:
-    with a mask of 0s and 1s, only values where it is 1 count, and the average is over
-    those (the default, `normalize_by="mask"`; `normalize_by="values"` divides their sum
-    by the number of all the values). A loss without the key ignores the mask in the batch. (Called with
-    arrays, `mask=` is an array and the key plays no part.)
+    Give the loss `mask="batch.mask"`, and it masks by the array the context holds
+    there: with a mask of 0s and 1s, only values where it is 1 count, and the average is
+    over those (the default, `normalize_by="mask"`; `normalize_by="values"` divides
+    their sum by the number of all the values). A loss without the key ignores the mask
+    in the batch. (Called with arrays, `mask=` is an array and the key plays no part.)
     """)
     masked = LogCosh(preds="preds.y", targets="batch.y", mask="batch.mask")
     print(f"with the mask key {float(masked(context=context)):.6f}, without it {float(loss(context=context)):.6f}")

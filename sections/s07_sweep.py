@@ -53,13 +53,13 @@ def sweep_over_overrides(lesson: Lesson, workdir):
     works because `get_config` passes `learning_rate=` by keyword; on `optax.sgd(0.05)`,
     written positionally, it adds a second learning rate, and `konfig.resolve` raises
     `TypeError`: there the path is `optimizer[0]`. Every run is cut to 50 steps, and the
-    loop runs steps 0 to 50: 51 updates. `train()` returns the final state and, as `aux`,
-    what its last step returned. Step 50 is a multiple of `log_metrics_every` (10), a
-    step that logs, so `aux` holds its loss: on its one batch of 32 rows, with the
-    parameters before its update. One batch is a rough ranking; here it only shows that
-    every override changed the run. The checks below make sure every override reached the resolved
-    Trainer, not just the config: the parameter shapes and the optimizer's updates are the
-    ones the overrides describe.
+    loop runs steps 0 to 50: 51 updates. `train()` returns the final state and, as
+    `aux`, what its last step returned. Step 50 is a multiple of `log_metrics_every`
+    (10), a step that logs, so `aux` holds its loss: on its one batch of 32 rows, with
+    the parameters before its update. One batch is a rough ranking; here it only shows
+    that every override changed the run. The checks below make sure every override
+    reached the resolved Trainer, not just the config: the parameter shapes and the
+    optimizer's updates are the ones the overrides describe.
     """)
 
     final_loss, trainers = {}, {}
@@ -187,7 +187,8 @@ def sweep_over_overrides(lesson: Lesson, workdir):
 
 def check_the_override_took(lesson: Lesson, trainer, overrides: dict, label: str) -> None:
     """The override must have reached the resolved Trainer, not just the config: the enc
-    kernel's shape, and three updates of the optimizer against those of the one described."""
+    kernel's shape, and three updates of the optimizer against those of the one
+    described."""
     import optax
 
     from sections.parts.regression import FEATURES
