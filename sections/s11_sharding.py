@@ -140,7 +140,8 @@ def data_parallel_training(lesson: Lesson, workdir):
     not from the start: the `opt_state` of a `ShardingStrategy` is `None` by default, no
     constraint, so `init_state()` leaves them whole on every device, and training splits
     them like the parameters (the state `train()` returns). At the start, each device
-    holds the whole optimizer state. Training sees the same numbers. The command under
+    holds the whole optimizer state: empty partition specs, as printed below. Training
+    sees the same numbers. The command under
     "On 8 devices, by default" trained `fsdp.json` too, after `replicated.json`; here is
     what it wrote to the FSDP run's `sharding.json`.
     """)
@@ -150,6 +151,8 @@ def data_parallel_training(lesson: Lesson, workdir):
             if part == "params" or path.startswith(("[0].mu", "[0].nu")):  # Adam's moments, not its count
                 print(f"{part + path:34} {str(array['shape']):8} -> {str(array['shard']):8} per device,"
                       f" partition spec {array['spec']}")
+    print("mu from init_state(), before training:",
+          {path: fsdp["opt_state at init"][path]["spec"] for path in fsdp["opt_state at init"] if path.startswith("[0].mu")})
     print([round(row["losses/logcosh"], 6) for _, row in sorted(read_scalars(workdir / "fsdp", "train").items())])
     with lesson.checks():
         shards = {path: array["shard"] for path, array in fsdp["params"].items()}
